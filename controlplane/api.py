@@ -1,0 +1,188 @@
+"""Shared API base: parsing, the error envelope, strict fields, the base viewset.
+
+Every endpoint of both control planes is a ``ControlPlaneViewSet``, so
+authentication and permissions (token auth, SPEC section 10) are added here
+once, and every error leaves in the envelope of SPEC section 1.
+"""
+
+import math
+
+from django.core.exceptions import RequestDataTooBig
+from django.conf import settings
+from rest_framework import exceptions, serializers, status, viewsets
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+
+from controlplane.env import parse_bool
+from controlplane.errors import error_body
+
+# The largest integer the databases store (signed 64-bit).
+MAX_DB_INT = 2**63 - 1
+
+
+# --- parsing ------------------------------------------------------------------
+
+
+def find_unstorable(value, path="body"):
+    """Return the path of a value no database can store, or None.
+
+    JSON accepts ``1e400`` (inf in Python) and ``"\\u0000"``; PostgreSQL
+    rejects NUL in text and jsonb, and non-finite numbers are not JSON.
+    """
+    stack = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return where, "Non-finite numbers (NaN, Infinity) are not allowed."
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return where, "NUL characters are not allowed."
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key:
+                    return where, "NUL characters are not allowed in keys."
+                stack.append((f"{where}.{key}", child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+class StrictJSONParser(JSONParser):
+    """JSON only, no NaN/Infinity literals, nothing a database would refuse."""
+
+    strict = True
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        problem = find_unstorable(data)
+        if problem:
+            where, message = problem
+            raise exceptions.ValidationError({where: [message]})
+        return data
+
+
+# --- errors -------------------------------------------------------------------
+
+
+def envelope_exception_handler(exc, context):
+    """Turn every API exception into ``{"ok": false, "error", "detail"}``."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.FLEETWATCH_MAX_BODY_BYTES
+        return Response(
+            error_body("payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]}),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, exceptions.ParseError):
+        return Response(
+            error_body("validation_error", {"body": [str(exc.detail)]}),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        if not isinstance(detail, dict):
+            detail = {"body": detail if isinstance(detail, list) else [detail]}
+        return Response(error_body("validation_error", detail), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        return Response(error_body(code, {"body": [str(exc.detail)]}), status=exc.status_code)
+    return None
+
+
+# --- strict fields --------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A string, and only a string (DRF would turn 123 into "123")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer; booleans and fractional numbers are refused."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_value", MAX_DB_INT)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or (isinstance(data, float) and not data.is_integer()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A finite number (numeric strings accepted, as the original's pydantic did)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+class StrictListOfStrings(serializers.ListField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", StrictCharField(max_length=1024, allow_blank=True))
+        kwargs.setdefault("max_length", 256)
+        super().__init__(**kwargs)
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (dict); lists and scalars are refused."""
+
+    default_error_messages = {"not_object": "Expected a JSON object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            self.fail("not_object")
+        return data
+
+
+# --- base viewset ---------------------------------------------------------------
+
+
+def query_bool(request, name, default):
+    """A query boolean as SPEC section 1 reads them; 400 for anything else."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = parse_bool(raw)
+    if value is None:
+        raise exceptions.ValidationError({name: ["Must be one of true/false/1/0/yes/no/on/off."]})
+    return value
+
+
+def query_int(request, name, minimum=0, maximum=None):
+    """An optional non-negative integer query parameter; 400 when malformed."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise exceptions.ValidationError({name: ["Must be an integer."]}) from None
+    if value < minimum or (maximum is not None and value > maximum):
+        raise exceptions.ValidationError({name: [f"Must be between {minimum} and {maximum}."]})
+    return value
+
+
+class ControlPlaneViewSet(viewsets.ViewSet):
+    """Base of every API endpoint: JSON in and out, the SPEC error envelope.
+
+    Authentication and permissions live here so token auth is added once.
+    """
+
+    authentication_classes = []
+    permission_classes = []
+
+    def validated(self, serializer_class):
+        """Validate ``request.data`` (an object) or raise the 400 envelope."""
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data

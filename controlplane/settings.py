@@ -1,0 +1,142 @@
+"""Fleetwatch settings: read from environment variables only (SPEC 11).
+
+Every default runs on a fresh clone: SQLite in WAL mode under ``var/``,
+django-q2 with the ORM broker, both roles in one process.
+"""
+
+from pathlib import Path
+
+from controlplane.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("FLEETWATCH_VAR_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "fleetwatch-insecure-development-key-change-me")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["*"])
+
+# --- roles and control-plane behaviour -------------------------------------
+FLEETWATCH_ROLES = env_list("FLEETWATCH_ROLES", ["proxy", "scheduler"])
+FLEETWATCH_AUTH = env_bool("FLEETWATCH_AUTH", False)
+FLEETWATCH_MAX_BODY_BYTES = env_int("FLEETWATCH_MAX_BODY_BYTES", 256 * 1024)
+
+FLEETWATCH_INSTANCE_TTL_S = env_int("FLEETWATCH_INSTANCE_TTL_S", 30)
+FLEETWATCH_PROXY_TTL_S = env_int("FLEETWATCH_PROXY_TTL_S", 30)
+FLEETWATCH_PROXY_HEARTBEAT_S = env_float("FLEETWATCH_PROXY_HEARTBEAT_S", 5.0)
+# Stale entries are shown with include_dead=true until this has passed.
+FLEETWATCH_RETENTION_S = env_int("FLEETWATCH_RETENTION_S", 24 * 3600)
+# Bounded history of pool summaries kept by the scheduler.
+FLEETWATCH_POOL_HISTORY_S = env_int("FLEETWATCH_POOL_HISTORY_S", 24 * 3600)
+
+FLEETWATCH_PROXY_ID = env_str("FLEETWATCH_PROXY_ID", "")
+FLEETWATCH_SCHEDULER_URL = env_str("FLEETWATCH_SCHEDULER_URL", "")
+FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "127.0.0.1")
+FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 8000)
+FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
+
+# --- Django -----------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_q",
+    "controlplane",
+    "proxy_app",
+    "scheduler_app",
+]
+
+MIDDLEWARE = [
+    "controlplane.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", "sqlite:///" + str(VAR_DIR / "fleetwatch.sqlite3")),
+        BASE_DIR,
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The body limit is enforced by BodySizeLimitMiddleware with the SPEC
+# envelope; Django's own check is kept as a second line at the same size.
+DATA_UPLOAD_MAX_MEMORY_SIZE = FLEETWATCH_MAX_BODY_BYTES
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.StrictJSONParser"],
+    "EXCEPTION_HANDLER": "controlplane.api.envelope_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "STRICT_JSON": True,
+    "COERCE_DECIMAL_TO_STRING": False,
+}
+
+# django-q2: the ORM broker by default; Redis when FLEETWATCH_REDIS_URL is set.
+Q_CLUSTER = {
+    "name": "fleetwatch",
+    "workers": env_int("FLEETWATCH_Q_WORKERS", 2),
+    "timeout": 60,
+    "retry": 120,
+    "catch_up": False,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "poll": 0.5,
+    "orm": "default",
+    "log_level": "WARNING",
+}
+if env_str("FLEETWATCH_REDIS_URL"):
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = env_str("FLEETWATCH_REDIS_URL")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("FLEETWATCH_LOG_LEVEL", "INFO")},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,17 @@
+"""URL sets mounted by role (``FLEETWATCH_ROLES``)."""
+
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path
+
+from controlplane.views import healthz
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]
+
+if "proxy" in settings.FLEETWATCH_ROLES:
+    urlpatterns.append(path("", include("proxy_app.urls")))
+if "scheduler" in settings.FLEETWATCH_ROLES:
+    urlpatterns.append(path("", include("scheduler_app.urls")))
