@@ -7,59 +7,14 @@ once, and every error leaves in the envelope of SPEC section 1.
 
 import math
 
-from django.core.exceptions import RequestDataTooBig
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, serializers, status, viewsets
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from controlplane.env import parse_bool
 from controlplane.errors import error_body
-
-# The largest integer the databases store (signed 64-bit).
-MAX_DB_INT = 2**63 - 1
-
-
-# --- parsing ------------------------------------------------------------------
-
-
-def find_unstorable(value, path="body"):
-    """Return the path of a value no database can store, or None.
-
-    JSON accepts ``1e400`` (inf in Python) and ``"\\u0000"``; PostgreSQL
-    rejects NUL in text and jsonb, and non-finite numbers are not JSON.
-    """
-    stack = [(path, value)]
-    while stack:
-        where, item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return where, "Non-finite numbers (NaN, Infinity) are not allowed."
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return where, "NUL characters are not allowed."
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if "\x00" in key:
-                    return where, "NUL characters are not allowed in keys."
-                stack.append((f"{where}.{key}", child))
-        elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
-    return None
-
-
-class StrictJSONParser(JSONParser):
-    """JSON only, no NaN/Infinity literals, nothing a database would refuse."""
-
-    strict = True
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
-        problem = find_unstorable(data)
-        if problem:
-            where, message = problem
-            raise exceptions.ValidationError({where: [message]})
-        return data
+from controlplane.parsers import MAX_DB_INT
 
 
 # --- errors -------------------------------------------------------------------

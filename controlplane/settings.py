@@ -108,7 +108,7 @@ STATIC_ROOT = VAR_DIR / "static"
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["controlplane.api.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "controlplane.api.envelope_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,

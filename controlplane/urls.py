@@ -15,3 +15,6 @@ if "proxy" in settings.FLEETWATCH_ROLES:
     urlpatterns.append(path("", include("proxy_app.urls")))
 if "scheduler" in settings.FLEETWATCH_ROLES:
     urlpatterns.append(path("", include("scheduler_app.urls")))
+
+handler404 = "controlplane.views.not_found"
+handler500 = "controlplane.views.server_error"

@@ -9,3 +9,11 @@ def healthz(request):
     else:
         ttl = settings.FLEETWATCH_PROXY_TTL_S
     return JsonResponse({"ok": True, "ttl_s": ttl, "roles": settings.FLEETWATCH_ROLES})
+
+
+def not_found(request, exception=None):
+    return JsonResponse({"ok": False, "error": "not_found"}, status=404)
+
+
+def server_error(request):
+    return JsonResponse({"ok": False, "error": "internal_error"}, status=500)

@@ -1,0 +1,207 @@
+"""Domain operations on instances: register, heartbeat, ingest, sweep, aggregate.
+
+Views call exactly one of these; each is cheap on the hot path (heartbeat and
+snapshot ingest are one conditional UPDATE plus one upsert) and safe when two
+processes run it at once.
+"""
+
+import enum
+
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Avg, Count, Max, Min, Q, Sum
+
+from controlplane import liveness
+from controlplane.liveness import Status
+from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
+
+
+class IngestResult(enum.Enum):
+    STORED = "stored"
+    STALE = "stale"  # an older report_seq than the stored one: not applied
+    UNKNOWN = "unknown_instance"
+
+
+class InstanceManager(models.Manager):
+    # --- writes -------------------------------------------------------------
+
+    def register(self, *, instance_id, host, port, endpoints, tags, weight, meta, capabilities, now):
+        """Create or refresh an instance (SPEC 3 re-register rules)."""
+        fields = {"host": host, "port": port, "weight": weight}
+        try:
+            with transaction.atomic():
+                instance = self.create(
+                    instance_id=instance_id, endpoints=endpoints, tags=tags, meta=meta,
+                    capabilities=capabilities, registered_at=now, last_seen_at=now,
+                    status=Status.ALIVE, **fields,
+                )
+                self.model.record_change(instance_id, "", Status.ALIVE, "registered", now)
+                return instance
+        except IntegrityError:
+            pass  # known id (or a concurrent first register): refresh it below
+        with transaction.atomic():
+            instance = self.select_for_update().get(pk=instance_id)
+            old_status = instance.status
+            for name, value in fields.items():
+                setattr(instance, name, value)
+            if endpoints:
+                instance.endpoints = endpoints
+            if tags:
+                instance.tags = tags
+            instance.meta = {**(instance.meta or {}), **meta}
+            if capabilities is not None:
+                instance.capabilities = capabilities
+            instance.last_seen_at = now
+            instance.status = Status.ALIVE
+            instance.save()
+            if old_status != Status.ALIVE:
+                self.model.record_change(instance_id, old_status, Status.ALIVE, "re-registered", now)
+            return instance
+
+    def touch(self, instance_id, now, reason, **load):
+        """Refresh ``last_seen_at`` (and the given load fields); False if unknown.
+
+        The common case is one UPDATE on an entry already stored as alive; a
+        suspect or stale entry is revived with a recorded status change.
+        """
+        if self.filter(pk=instance_id, status=Status.ALIVE).update(last_seen_at=now, **load):
+            return True
+        old_status = self.filter(pk=instance_id).values_list("status", flat=True).first()
+        if old_status is None:
+            return False
+        revived = self.filter(pk=instance_id, status=old_status).update(
+            last_seen_at=now, status=Status.ALIVE, **load
+        )
+        if revived and old_status != Status.ALIVE:
+            self.model.record_change(instance_id, old_status, Status.ALIVE, reason, now)
+        elif not revived:
+            # Someone else changed the status meanwhile; the refresh still counts.
+            if not self.filter(pk=instance_id).update(last_seen_at=now, status=Status.ALIVE, **load):
+                return False
+        return True
+
+    def ingest_snapshot(self, instance_id, snapshot, metadata, now):
+        """Store the latest snapshot of an instance, normalised (SPEC 3.1)."""
+        columns = normalise_snapshot(snapshot, metadata, now)
+        with transaction.atomic():
+            if not self.touch(instance_id, now, "snapshot"):
+                return IngestResult.UNKNOWN
+            stored = upsert_latest_resource(
+                self.model._meta.get_field("resource").related_model, instance_id, columns
+            )
+        return IngestResult.STORED if stored else IngestResult.STALE
+
+    def unregister(self, instance_id, now):
+        with transaction.atomic():
+            old_status = self.filter(pk=instance_id).values_list("status", flat=True).first()
+            if old_status is None or not self.filter(pk=instance_id).delete()[0]:
+                return False
+            self.model.record_change(instance_id, old_status, liveness.UNREGISTERED, "unregistered", now)
+        return True
+
+    # --- periodic work ------------------------------------------------------
+
+    def sweep(self, now, ttl_s, heartbeat_interval_s, batch=1000):
+        """Move stored statuses alive → suspect → stale; record each change.
+
+        Each row is claimed with a conditional UPDATE on its old status and
+        last_seen_at, so two sweepers at once never record a change twice.
+        """
+        alive_cut = now - liveness.alive_window(ttl_s, heartbeat_interval_s)
+        stale_cut = now - ttl_s
+        due = self.filter(
+            Q(status=Status.ALIVE, last_seen_at__lt=alive_cut)
+            | Q(status=Status.SUSPECT, last_seen_at__lt=stale_cut)
+        ).values_list("pk", "status", "last_seen_at")[:batch]
+        changed = 0
+        for pk, old_status, seen in list(due):
+            new_status = liveness.status_at(seen, now, ttl_s, heartbeat_interval_s)
+            if new_status == old_status:
+                continue
+            with transaction.atomic():
+                if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(status=new_status):
+                    self.model.record_change(pk, old_status, new_status, "missed heartbeats", now)
+                    changed += 1
+        return changed
+
+    def delete_expired(self, now, retention_s):
+        """Delete entries not seen for ``retention_s``; returns how many."""
+        cut = now - retention_s
+        deleted = 0
+        for pk, old_status in list(self.filter(last_seen_at__lt=cut).values_list("pk", "status")):
+            with transaction.atomic():
+                if self.filter(pk=pk, last_seen_at__lt=cut).delete()[0]:
+                    self.model.record_change(pk, old_status, "expired", "retention passed", now)
+                    deleted += 1
+        return deleted
+
+    # --- reads --------------------------------------------------------------
+
+    def pool_totals(self, now, ttl_s):
+        """The raw inputs of pool_resource as one SQL aggregate (SPEC 5)."""
+        alive = Q(last_seen_at__gte=now - ttl_s)
+        reporting = alive & Q(resource__resource_reported_at__isnull=False, resource__has_raw_resource=True)
+
+        def over_reporting(aggregate, column):
+            return aggregate(f"resource__{column}", filter=reporting)
+
+        return self.aggregate(
+            total=Count("pk"),
+            alive=Count("pk", filter=alive),
+            reporting=Count("pk", filter=reporting),
+            accepting=Count("pk", filter=reporting & Q(resource__admission_state="accepting")),
+            degraded=Count("pk", filter=reporting & Q(resource__admission_state="degraded")),
+            rejecting=Count("pk", filter=reporting & Q(resource__admission_state="rejecting")),
+            inflight_total=Sum("inflight", filter=alive),
+            inflight_reported=Count("inflight", filter=alive),
+            qps_1m_total=Sum("qps_1m", filter=alive),
+            qps_1m_reported=Count("qps_1m", filter=alive),
+            cpu_avg=over_reporting(Avg, "cpu_util"),
+            cpu_max=over_reporting(Max, "cpu_util"),
+            memory_used_mb=over_reporting(Sum, "memory_used_mb"),
+            memory_total_mb=over_reporting(Sum, "memory_total_mb"),
+            memory_free_ratio_min=over_reporting(Min, "memory_free_ratio"),
+            gpu_util_avg=over_reporting(Avg, "gpu_util_avg"),
+            gpu_util_max=over_reporting(Max, "gpu_util_max"),
+            gpu_mem_used_mb=over_reporting(Sum, "gpu_mem_used_mb"),
+            gpu_mem_total_mb=over_reporting(Sum, "gpu_mem_total_mb"),
+            gpu_count_total=over_reporting(Sum, "gpu_count"),
+            network_rx_mbps_total=over_reporting(Sum, "network_rx_mbps"),
+            network_tx_mbps_total=over_reporting(Sum, "network_tx_mbps"),
+            reported_at_min=over_reporting(Min, "resource_reported_at"),
+            reported_at_avg=over_reporting(Avg, "resource_reported_at"),
+            reported_at_max=over_reporting(Max, "resource_reported_at"),
+        )
+
+
+# Columns of the latest-resource upsert, in statement order.
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "raw_resource", "has_raw_resource")
+
+
+def upsert_latest_resource(resource_model, instance_id, columns):
+    """One INSERT … ON CONFLICT DO UPDATE of an instance's latest resource.
+
+    The update is skipped for a late, reordered report: a lower ``report_seq``
+    than the stored one, unless its wall time is newer (the agent restarted
+    and its sequence began again). Returns False when skipped.
+    """
+    quote = connection.ops.quote_name
+    table = quote(resource_model._meta.db_table)
+    values = {**columns, "instance_id": instance_id, "has_raw_resource": bool(columns["raw_resource"])}
+    params = [
+        resource_model._meta.get_field(
+            "instance" if name == "instance_id" else name
+        ).get_db_prep_save(values[name], connection)
+        for name in UPSERT_COLUMNS
+    ]
+    names = ", ".join(quote(name) for name in UPSERT_COLUMNS)
+    updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in UPSERT_COLUMNS[1:])
+    seq, wall = quote("report_seq"), quote("resource_report_wall_time_ms")
+    sql = (
+        f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(UPSERT_COLUMNS))}) "
+        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {updates} "
+        f"WHERE NOT COALESCE(excluded.{seq} < {table}.{seq}, FALSE) "
+        f"OR COALESCE(excluded.{wall} > {table}.{wall}, FALSE)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1

@@ -1,0 +1,190 @@
+"""Normalise an agent snapshot into the columns of SPEC 3.1.
+
+A pure function: no database, no clock. Snapshots come from many agent
+versions, so every read is defensive: a value that is not a finite number is
+null, never 0, and a malformed part never rejects the report.
+"""
+
+import math
+
+# Text that agents (and nvidia-smi based reporters) use for "no value".
+NULL_WORDS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "nan", "inf", "-inf", "+inf",
+              "infinity", "-infinity", "+infinity"}
+INVALID_GPU_QUALITIES = {"invalid", "failed", "error", "command_error", "parse_error", "unsupported"}
+# Per-GPU utilisation keys, in order of preference (window average first).
+GPU_AVG_KEYS = ("utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util")
+GPU_QUALITY_KEYS = ("utilization_sample_quality", "sample_quality", "quality")
+MAX_DB_INT = 2**63 - 1
+
+
+def number(value):
+    """A finite float from a JSON value, or None (strict numbers of SPEC 3.1)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            result = float(value)
+        except OverflowError:
+            return None
+        return result if math.isfinite(result) else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in NULL_WORDS:
+            return None
+        try:
+            result = float(text)
+        except ValueError:
+            return None
+        return result if math.isfinite(result) else None
+    return None
+
+
+def integer(value):
+    """Like ``number`` but rounded to an int that fits a BIGINT column."""
+    result = number(value)
+    if result is None or abs(result) > MAX_DB_INT:
+        return None
+    return int(round(result))
+
+
+def text(value, max_length=255):
+    if isinstance(value, str) and value.strip():
+        return value.strip()[:max_length]
+    return None
+
+
+def _obj(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _first_number(mapping, keys):
+    for key in keys:
+        value = number(mapping.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def gpu_is_valid(gpu):
+    if gpu.get("utilization_sample_ok") is False:
+        return False
+    for key in GPU_QUALITY_KEYS:
+        quality = gpu.get(key)
+        if isinstance(quality, str) and quality.strip().lower() in INVALID_GPU_QUALITIES:
+            return False
+    return True
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def _sum_or_none(values):
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _gpu_columns(devices):
+    listed = isinstance(devices.get("gpu"), list)
+    gpus = [g for g in devices["gpu"] if isinstance(g, dict)] if listed else []
+    valid = [g for g in gpus if gpu_is_valid(g)]
+    averages = [v for v in (_first_number(g, GPU_AVG_KEYS) for g in valid) if v is not None]
+    currents = [v for v in (number(g.get("utilization_pct_current")) for g in valid) if v is not None]
+    maxima = []
+    for gpu in valid:
+        peak = number(gpu.get("utilization_pct_max"))
+        if peak is None:
+            peak = _first_number(gpu, GPU_AVG_KEYS)
+        if peak is not None:
+            maxima.append(peak)
+    counts = [v for v in (integer(g.get("utilization_sample_count")) for g in valid) if v is not None]
+    ages = [v for v in (integer(g.get("utilization_sample_age_ms")) for g in valid) if v is not None]
+    windows = [v for v in (integer(g.get("utilization_window_ms")) for g in valid) if v is not None]
+    sources = {s for s in (text(g.get("utilization_source"), 64) for g in valid) if s}
+
+    if not gpus:
+        quality = None
+    elif len(valid) == len(gpus):
+        quality = "ok"
+    elif valid:
+        quality = "partial"
+    else:
+        quality = "invalid"
+
+    return {
+        # No gpu list at all is "unknown"; an empty list is "measured: none".
+        "gpu_count": len(valid) if listed else None,
+        "gpu_util_avg": _mean(averages),
+        "gpu_util_current": _mean(currents),
+        "gpu_util_max": max(maxima) if maxima else None,
+        # The weakest GPU decides how trustworthy the pool figure is.
+        "gpu_sample_count": min(counts) if counts else None,
+        "gpu_sample_age_ms": max(ages) if ages else None,
+        "gpu_sample_source": (sources.pop() if len(sources) == 1 else "mixed") if sources else None,
+        "gpu_sample_quality": quality,
+        "gpu_sample_window_ms": max(windows) if windows else None,
+        "gpu_mem_used_mb": _sum_or_none(number(g.get("memory_used_mb")) for g in gpus),
+        "gpu_mem_total_mb": _sum_or_none(number(g.get("memory_total_mb")) for g in gpus),
+    }
+
+
+def _first_interface(devices):
+    network = devices.get("network")
+    if isinstance(network, list):
+        return next((i for i in network if isinstance(i, dict)), {})
+    return _obj(network)
+
+
+def normalise_snapshot(snapshot, metadata, received_at):
+    """Columns of ``InstanceResource`` from one report (SPEC 3.1).
+
+    ``received_at`` is the proxy's receive time in float epoch seconds.
+    """
+    snapshot = _obj(snapshot)
+    metadata = _obj(metadata)
+    devices = _obj(snapshot.get("devices"))
+    cpu = _obj(devices.get("cpu"))
+    memory = _obj(devices.get("memory"))
+    hint = _obj(snapshot.get("capacity_hint"))
+    interface = _first_interface(devices)
+
+    used = number(memory.get("used_mb"))
+    total = number(memory.get("total_mb"))
+    free = number(memory.get("free_mb"))
+    free_ratio = number(hint.get("memory_free_ratio"))
+    if free_ratio is None and free is not None and total:
+        free_ratio = round(free / total, 4)
+    admission = text(hint.get("admission_state"), 32)
+
+    columns = {
+        "cpu_util": number(cpu.get("utilization_pct")),
+        "memory_used_mb": used,
+        "memory_total_mb": total,
+        "memory_free_mb": free,
+        "memory_free_ratio": free_ratio,
+        **_gpu_columns(devices),
+        "network_rx_mbps": number(interface.get("rx_mbps")),
+        "network_tx_mbps": number(interface.get("tx_mbps")),
+        "admission_state": admission.lower() if admission else None,
+        "resource_ts_ms": integer(snapshot.get("timestamp_ms")),
+        "resource_reported_at": float(received_at),
+        "resource_report_monotonic_ms": integer(metadata.get("report_monotonic_ms")),
+        "resource_report_wall_time_ms": integer(metadata.get("report_wall_time_ms")),
+        "reported_instance_id": text(metadata.get("reported_instance_id")),
+        "agent_snapshot_timestamp_ms": integer(metadata.get("agent_snapshot_timestamp_ms")),
+        "report_seq": integer(metadata.get("report_seq")),
+        "raw_resource": snapshot,
+    }
+    return columns
+
+
+# The normalised fields, in the order the API shows them (raw_resource last).
+RESOURCE_FIELDS = (
+    "cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_mb", "memory_free_ratio",
+    "gpu_count", "gpu_util_avg", "gpu_util_current", "gpu_util_max", "gpu_sample_count",
+    "gpu_sample_age_ms", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms",
+    "gpu_mem_used_mb", "gpu_mem_total_mb", "network_rx_mbps", "network_tx_mbps",
+    "admission_state", "resource_ts_ms", "resource_reported_at", "resource_report_monotonic_ms",
+    "resource_report_wall_time_ms", "reported_instance_id", "agent_snapshot_timestamp_ms",
+    "report_seq",
+)

@@ -1,0 +1,111 @@
+"""Request bodies of the proxy API (SPEC 3) and the rows it answers with."""
+
+from rest_framework import serializers
+
+from controlplane.api import (
+    JSONObjectField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictListOfStrings,
+)
+from controlplane.liveness import is_alive, status_at
+from proxy_app.normalise import RESOURCE_FIELDS
+
+ID_LENGTH = 255
+
+
+class NullAsDefaultMixin:
+    """Treat an explicit null like an absent field (old clients send nulls)."""
+
+    def validate_empty_values(self, data):
+        if data is None and self.default is not serializers.empty:
+            return True, self.get_default()
+        return super().validate_empty_values(data)
+
+
+class ListOrNull(NullAsDefaultMixin, StrictListOfStrings):
+    pass
+
+
+class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
+    pass
+
+
+class RegisterSerializer(serializers.Serializer):
+    instance_id = StrictCharField(max_length=ID_LENGTH, required=False, allow_null=True, allow_blank=True)
+    host = StrictCharField(max_length=255)
+    port = StrictIntegerField(min_value=1, max_value=65535)
+    endpoints = ListOrNull(required=False, default=list)
+    tags = ListOrNull(required=False, default=list)
+    weight = StrictFloatField(min_value=0, required=False, default=1.0)
+    meta = ObjectOrNull(required=False, default=dict)
+    capabilities = JSONObjectField(required=False, allow_null=True, default=None)
+
+    def validate(self, attrs):
+        if not attrs.get("instance_id"):
+            attrs["instance_id"] = f"hp_{attrs['host']}:{attrs['port']}"
+        return attrs
+
+
+class InstanceIdSerializer(serializers.Serializer):
+    instance_id = StrictCharField(max_length=ID_LENGTH)
+
+
+class HeartbeatSerializer(InstanceIdSerializer):
+    inflight = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    qps_1m = StrictFloatField(min_value=0, required=False, allow_null=True)
+    gpu_util = StrictFloatField(min_value=0, max_value=100, required=False, allow_null=True)
+
+    LOAD_FIELDS = ("inflight", "qps_1m", "gpu_util")
+
+
+class SnapshotSerializer(InstanceIdSerializer):
+    snapshot = JSONObjectField()
+    metadata = ObjectOrNull(required=False, default=dict)
+
+
+# --- answers ------------------------------------------------------------------
+
+EMPTY_RESOURCE = {**{name: None for name in RESOURCE_FIELDS}, "raw_resource": {}}
+
+
+def resource_dict(instance, include_raw=True):
+    """The SPEC 3.1 fields of an instance's latest resource (nulls before the first)."""
+    resource = getattr(instance, "resource", None) if _has_resource(instance) else None
+    if resource is None:
+        row = dict(EMPTY_RESOURCE)
+    else:
+        row = {name: getattr(resource, name) for name in RESOURCE_FIELDS}
+        row["raw_resource"] = resource.raw_resource
+    if not include_raw:
+        row.pop("raw_resource")
+    return row
+
+
+def _has_resource(instance):
+    try:
+        instance.resource
+    except instance._meta.get_field("resource").related_model.DoesNotExist:
+        return False
+    return True
+
+
+def instance_row(instance, *, now, ttl_s, heartbeat_interval_s):
+    """One row of ``/v1/instance/list``."""
+    return {
+        "instance_id": instance.instance_id,
+        "host": instance.host,
+        "port": instance.port,
+        "endpoints": instance.endpoints,
+        "tags": instance.tags,
+        "weight": instance.weight,
+        "meta": instance.meta,
+        "capabilities": instance.capabilities,
+        "registered_at": instance.registered_at,
+        "last_seen_at": instance.last_seen_at,
+        "status": status_at(instance.last_seen_at, now, ttl_s, heartbeat_interval_s).value,
+        "is_alive": is_alive(instance.last_seen_at, now, ttl_s),
+        "load": {"inflight": instance.inflight, "qps_1m": instance.qps_1m, "gpu_util": instance.gpu_util},
+        "resource": resource_dict(instance),
+    }
