@@ -7,11 +7,11 @@ processes run it at once.
 
 import enum
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
-from controlplane import liveness
 from controlplane.liveness import Status
+from controlplane.managers import LivenessManager
 from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
 
 
@@ -21,7 +21,9 @@ class IngestResult(enum.Enum):
     UNKNOWN = "unknown_instance"
 
 
-class InstanceManager(models.Manager):
+class InstanceManager(LivenessManager):
+    """Instances; touch, unregister, sweep and delete_expired come from LivenessManager."""
+
     # --- writes -------------------------------------------------------------
 
     def register(self, *, instance_id, host, port, endpoints, tags, weight, meta, capabilities, now):
@@ -57,28 +59,6 @@ class InstanceManager(models.Manager):
                 self.model.record_change(instance_id, old_status, Status.ALIVE, "re-registered", now)
             return instance
 
-    def touch(self, instance_id, now, reason, **load):
-        """Refresh ``last_seen_at`` (and the given load fields); False if unknown.
-
-        The common case is one UPDATE on an entry already stored as alive; a
-        suspect or stale entry is revived with a recorded status change.
-        """
-        if self.filter(pk=instance_id, status=Status.ALIVE).update(last_seen_at=now, **load):
-            return True
-        old_status = self.filter(pk=instance_id).values_list("status", flat=True).first()
-        if old_status is None:
-            return False
-        revived = self.filter(pk=instance_id, status=old_status).update(
-            last_seen_at=now, status=Status.ALIVE, **load
-        )
-        if revived and old_status != Status.ALIVE:
-            self.model.record_change(instance_id, old_status, Status.ALIVE, reason, now)
-        elif not revived:
-            # Someone else changed the status meanwhile; the refresh still counts.
-            if not self.filter(pk=instance_id).update(last_seen_at=now, status=Status.ALIVE, **load):
-                return False
-        return True
-
     def ingest_snapshot(self, instance_id, snapshot, metadata, now):
         """Store the latest snapshot of an instance, normalised (SPEC 3.1)."""
         columns = normalise_snapshot(snapshot, metadata, now)
@@ -89,50 +69,6 @@ class InstanceManager(models.Manager):
                 self.model._meta.get_field("resource").related_model, instance_id, columns
             )
         return IngestResult.STORED if stored else IngestResult.STALE
-
-    def unregister(self, instance_id, now):
-        with transaction.atomic():
-            old_status = self.filter(pk=instance_id).values_list("status", flat=True).first()
-            if old_status is None or not self.filter(pk=instance_id).delete()[0]:
-                return False
-            self.model.record_change(instance_id, old_status, liveness.UNREGISTERED, "unregistered", now)
-        return True
-
-    # --- periodic work ------------------------------------------------------
-
-    def sweep(self, now, ttl_s, heartbeat_interval_s, batch=1000):
-        """Move stored statuses alive → suspect → stale; record each change.
-
-        Each row is claimed with a conditional UPDATE on its old status and
-        last_seen_at, so two sweepers at once never record a change twice.
-        """
-        alive_cut = now - liveness.alive_window(ttl_s, heartbeat_interval_s)
-        stale_cut = now - ttl_s
-        due = self.filter(
-            Q(status=Status.ALIVE, last_seen_at__lt=alive_cut)
-            | Q(status=Status.SUSPECT, last_seen_at__lt=stale_cut)
-        ).values_list("pk", "status", "last_seen_at")[:batch]
-        changed = 0
-        for pk, old_status, seen in list(due):
-            new_status = liveness.status_at(seen, now, ttl_s, heartbeat_interval_s)
-            if new_status == old_status:
-                continue
-            with transaction.atomic():
-                if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(status=new_status):
-                    self.model.record_change(pk, old_status, new_status, "missed heartbeats", now)
-                    changed += 1
-        return changed
-
-    def delete_expired(self, now, retention_s):
-        """Delete entries not seen for ``retention_s``; returns how many."""
-        cut = now - retention_s
-        deleted = 0
-        for pk, old_status in list(self.filter(last_seen_at__lt=cut).values_list("pk", "status")):
-            with transaction.atomic():
-                if self.filter(pk=pk, last_seen_at__lt=cut).delete()[0]:
-                    self.model.record_change(pk, old_status, "expired", "retention passed", now)
-                    deleted += 1
-        return deleted
 
     # --- reads --------------------------------------------------------------
 

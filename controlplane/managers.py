@@ -1,0 +1,85 @@
+"""Liveness operations shared by every entry that heartbeats (instances, proxies).
+
+The model of a manager built on ``LivenessManager`` inherits
+``controlplane.models.LivenessFields`` and provides
+``record_change(pk, old_status, new_status, reason, at)``. Every write here is
+claimed with a conditional UPDATE or DELETE, so two processes doing the same
+work at once (two sweepers, a sweep racing a heartbeat) never record a change
+twice.
+"""
+
+from django.db import models, transaction
+from django.db.models import Q
+
+from controlplane import liveness
+from controlplane.liveness import Status
+
+# The last status-change record of an entry deleted after the retention.
+EXPIRED = "expired"
+
+
+class LivenessManager(models.Manager):
+    def touch(self, pk, now, reason, **fields):
+        """Refresh ``last_seen_at`` (and the given fields); False if unknown.
+
+        The common case is one UPDATE on an entry already stored as alive; a
+        suspect or stale entry is revived with a recorded status change.
+        """
+        if self.filter(pk=pk, status=Status.ALIVE).update(last_seen_at=now, **fields):
+            return True
+        old_status = self.filter(pk=pk).values_list("status", flat=True).first()
+        if old_status is None:
+            return False
+        revived = self.filter(pk=pk, status=old_status).update(last_seen_at=now, status=Status.ALIVE, **fields)
+        if revived and old_status != Status.ALIVE:
+            self.model.record_change(pk, old_status, Status.ALIVE, reason, now)
+        elif not revived:
+            # Someone else changed the status meanwhile; the refresh still counts.
+            if not self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields):
+                return False
+        return True
+
+    def unregister(self, pk, now):
+        """Delete an entry, recording a last change to ``unregistered``; False if unknown."""
+        with transaction.atomic():
+            old_status = self.filter(pk=pk).values_list("status", flat=True).first()
+            if old_status is None or not self.filter(pk=pk).delete()[0]:
+                return False
+            self.model.record_change(pk, old_status, liveness.UNREGISTERED, "unregistered", now)
+        return True
+
+    def sweep(self, now, ttl_s, heartbeat_interval_s, batch=1000):
+        """Move stored statuses alive → suspect → stale; record each change.
+
+        Each row is claimed with a conditional UPDATE on its old status and
+        last_seen_at, so two sweepers at once never record a change twice and
+        a heartbeat that lands in between is never overwritten. At most
+        ``batch`` rows per call; returns how many changed.
+        """
+        alive_cut = now - liveness.alive_window(ttl_s, heartbeat_interval_s)
+        stale_cut = now - ttl_s
+        due = self.filter(
+            Q(status=Status.ALIVE, last_seen_at__lt=alive_cut)
+            | Q(status=Status.SUSPECT, last_seen_at__lt=stale_cut)
+        ).values_list("pk", "status", "last_seen_at")[:batch]
+        changed = 0
+        for pk, old_status, seen in list(due):
+            new_status = liveness.status_at(seen, now, ttl_s, heartbeat_interval_s)
+            if new_status == old_status:
+                continue
+            with transaction.atomic():
+                if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(status=new_status):
+                    self.model.record_change(pk, old_status, new_status, "missed heartbeats", now)
+                    changed += 1
+        return changed
+
+    def delete_expired(self, now, retention_s):
+        """Delete entries not seen for ``retention_s``; returns how many."""
+        cut = now - retention_s
+        deleted = 0
+        for pk, old_status in list(self.filter(last_seen_at__lt=cut).values_list("pk", "status")):
+            with transaction.atomic():
+                if self.filter(pk=pk, last_seen_at__lt=cut).delete()[0]:
+                    self.model.record_change(pk, old_status, EXPIRED, "retention passed", now)
+                    deleted += 1
+        return deleted
