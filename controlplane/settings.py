@@ -32,6 +32,8 @@ FLEETWATCH_PROXY_TTL_S = env_int("FLEETWATCH_PROXY_TTL_S", 30)
 FLEETWATCH_PROXY_HEARTBEAT_S = env_float("FLEETWATCH_PROXY_HEARTBEAT_S", 5.0)
 # Stale entries are shown with include_dead=true until this has passed.
 FLEETWATCH_RETENTION_S = env_int("FLEETWATCH_RETENTION_S", 24 * 3600)
+# Status-change records are kept this long.
+FLEETWATCH_STATUS_HISTORY_S = env_int("FLEETWATCH_STATUS_HISTORY_S", 7 * 24 * 3600)
 # Bounded history of pool summaries kept by the scheduler.
 FLEETWATCH_POOL_HISTORY_S = env_int("FLEETWATCH_POOL_HISTORY_S", 24 * 3600)
 

@@ -93,3 +93,36 @@ class InstanceStatusChange(StatusChangeBase):
 
     def __str__(self):
         return f"{self.instance_id}: {self.old_status or '-'} → {self.new_status}"
+
+
+class SchedulerLinkState(models.Model):
+    """Last outcome of this proxy's link to the scheduler (SPEC 7).
+
+    The link runs in its own process; it writes this row after every attempt
+    so ``/debug/status`` in the web processes can show it.
+    """
+
+    proxy_id = models.CharField(max_length=255, primary_key=True)
+    scheduler_url = models.CharField(max_length=1024)
+    registered = models.BooleanField(default=False)
+    heartbeat_interval_s = models.FloatField(null=True, blank=True)
+    last_action = models.CharField(max_length=32, blank=True, default="")
+    last_attempt_at = models.FloatField(null=True, blank=True)
+    last_ok_at = models.FloatField(null=True, blank=True)
+    last_error_at = models.FloatField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    consecutive_failures = models.IntegerField(default=0)
+
+    def as_dict(self):
+        return {
+            "proxy_id": self.proxy_id,
+            "scheduler_url": self.scheduler_url,
+            "registered": self.registered,
+            "heartbeat_interval_s": self.heartbeat_interval_s,
+            "last_action": self.last_action,
+            "last_attempt_at": self.last_attempt_at,
+            "last_ok_at": self.last_ok_at,
+            "last_error_at": self.last_error_at,
+            "last_error": self.last_error or None,
+            "consecutive_failures": self.consecutive_failures,
+        }

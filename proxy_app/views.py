@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from controlplane import clock, liveness
 from controlplane.api import ControlPlaneViewSet, query_bool, query_int
 from proxy_app import pool
+from proxy_app.link import link_status
 from proxy_app.managers import IngestResult
 from proxy_app.models import Instance
 from proxy_app.serializers import (
@@ -109,8 +110,8 @@ class PoolDebugViewSet(ControlPlaneViewSet):
         return Response(body)
 
     def extra_status(self):
-        """Hook for what other parts add to /debug/status (the scheduler link)."""
-        return {}
+        """The scheduler link's last outcome (it runs in its own process)."""
+        return {"scheduler_link": link_status()}
 
     @action(detail=False, methods=["get"])
     def instance_resources(self, request):
