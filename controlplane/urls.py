@@ -4,9 +4,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
-from controlplane.views import healthz
+from controlplane.views import healthz, home
 
 urlpatterns = [
+    path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]

@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.http import JsonResponse
+from django.shortcuts import render
 
 
 def healthz(request):
@@ -17,3 +18,8 @@ def not_found(request, exception=None):
 
 def server_error(request):
     return JsonResponse({"ok": False, "error": "internal_error"}, status=500)
+
+
+def home(request):
+    """Landing page with links to what this process serves."""
+    return render(request, "home.html", {"roles": settings.FLEETWATCH_ROLES})

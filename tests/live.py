@@ -1,0 +1,162 @@
+"""Real Fleetwatch processes over loopback, for end-to-end tests.
+
+``LiveDatabase`` gives each server process a fresh database of the backend
+the suite runs on (a SQLite file, or a new PostgreSQL database when
+DATABASE_URL points at PostgreSQL). ``LiveServer`` runs ``manage.py up`` (or
+any role set) as a child process and stops it with SIGTERM like an operator.
+Tests wait for conditions with ``wait_for``; they never sleep a fixed time.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 90
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, timeout_s=20.0, interval_s=0.1, message="condition"):
+    """Poll ``condition()`` until it returns a truthy value; return that value."""
+    deadline = time.monotonic() + timeout_s
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except (requests.RequestException, KeyError, ValueError, IndexError, TypeError) as exc:
+            last_error = exc
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {message} (last error: {last_error})")
+
+
+class LiveDatabase:
+    """A fresh database for one server process, on the suite's backend."""
+
+    def __init__(self, tmp_path):
+        base = os.environ.get("DATABASE_URL", "")
+        self.name = f"fw_live_{uuid.uuid4().hex[:12]}"
+        if base.startswith("postgres"):
+            parsed = urlparse(base)
+            self.admin_url = urlunparse(parsed._replace(path="/postgres"))
+            self.url = urlunparse(parsed._replace(path=f"/{self.name}"))
+            self.path = None
+            self._admin("CREATE DATABASE {}")
+        else:
+            self.path = Path(tmp_path) / f"{self.name}.sqlite3"
+            self.url = f"sqlite:///{self.path}"
+
+    def _admin(self, statement):
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(statement.format(self.name))
+
+    def wipe(self):
+        """Lose everything, as an operator restoring an empty database would."""
+        if self.path is None:
+            self._admin("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            self._admin("CREATE DATABASE {}")
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def drop(self):
+        if self.path is None:
+            self._admin("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+
+
+class LiveServer:
+    """``manage.py up`` in a child process, on its own port and database."""
+
+    def __init__(self, tmp_path, *, roles="proxy,scheduler", env=None, agent=False, port=None, database=None):
+        self.tmp_path = Path(tmp_path)
+        self.port = port or free_port()
+        self.database = database or LiveDatabase(tmp_path)
+        self.roles = roles
+        self.agent = agent
+        self.extra_env = dict(env or {})
+        self.process = None
+        self.log_path = self.tmp_path / f"server-{self.port}.log"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_SETTINGS"))}
+        env.update({
+            "DATABASE_URL": self.database.url,
+            "FLEETWATCH_ROLES": self.roles,
+            "FLEETWATCH_VAR_DIR": str(self.tmp_path / f"var-{self.port}"),
+            "FLEETWATCH_Q_WORKERS": "1",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(self.extra_env)
+        return env
+
+    def start(self):
+        argv = [sys.executable, str(ROOT / "manage.py"), "up", "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", "2"]
+        if not self.agent:
+            argv.append("--no-agent")
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            wait_for(self._ready, timeout_s=START_TIMEOUT_S, interval_s=0.2, message=f"server on {self.url}")
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"server did not start; log:\n{self.log()}") from None
+        return self
+
+    def _ready(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"server exited with {self.process.returncode}; log:\n{self.log()}")
+        return requests.get(self.url + "/healthz", timeout=2).status_code == 200
+
+    def stop(self, timeout_s=60):
+        """SIGTERM, like an operator or systemd; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    def restart(self, wipe=False):
+        self.stop()
+        if wipe:
+            self.database.wipe()
+        return self.start()
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
+
+    def get(self, path, **params):
+        response = requests.get(self.url + path, params=params, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def post(self, path, body):
+        return requests.post(self.url + path, json=body, timeout=10)
