@@ -1,0 +1,51 @@
+"""``manage.py up`` runs every part of the system and stops it cleanly."""
+
+import psutil
+import pytest
+
+from tests.conftest import make_gpu, make_snapshot
+from tests.live import wait_for
+
+pytestmark = pytest.mark.live
+
+
+def child_commands(process):
+    return [" ".join(child.cmdline()) for child in psutil.Process(process.pid).children(recursive=True)]
+
+
+def test_it_starts_web_tasks_and_link_and_stops_them_all_on_sigterm(servers):
+    server = servers(env={"FLEETWATCH_PROXY_HEARTBEAT_S": "1"}).start()
+    link = wait_for(lambda: (server.get("/debug/status")["scheduler_link"] or {}).get("registered"),
+                    message="the link to register")
+    assert link is True
+    commands = child_commands(server.process)
+    assert any("gunicorn" in c for c in commands)
+    assert any("qcluster" in c for c in commands)
+    assert any("run_link" in c for c in commands)
+    children = psutil.Process(server.process.pid).children(recursive=True)
+
+    assert server.stop() == 0
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_it_reports_two_reporting_instances_to_its_scheduler(servers):
+    server = servers(env={"FLEETWATCH_PROXY_HEARTBEAT_S": "1"}).start()
+    snapshots = {
+        "i-1": make_snapshot(cpu=20.0, gpus=[make_gpu(avg=40.0, peak=70.0)]),
+        "i-2": make_snapshot(cpu=60.0, used_mb=6000.0, free_mb=2000.0, gpus=[make_gpu(avg=80.0, peak=90.0)]),
+    }
+    for port, (instance_id, snapshot) in enumerate(snapshots.items(), start=9001):
+        assert server.post("/v1/instance/register", {"instance_id": instance_id, "host": "10.0.0.9", "port": port}).ok
+        reply = server.post("/v1/instance/resource_snapshot", {"instance_id": instance_id, "snapshot": snapshot})
+        assert reply.json() == {"ok": True}
+
+    def scheduler_sees_both():
+        proxies = server.get("/debug/proxy_pool_resources")["proxies"]
+        summary = proxies[0]["pool_resource"]
+        return proxies[0]["is_alive"] and summary["instances"]["alive"] == 2 and summary["instances"]["with_resource"] == 2 and proxies[0]
+
+    entry = wait_for(scheduler_sees_both, timeout_s=15, message="the scheduler to see both instances")
+    local = server.get("/debug/pool_resource")["pool_resource"]
+    assert entry["pool_resource"]["utilization"] == local["utilization"]
+    assert local["utilization"]["cpu_avg"] == pytest.approx(40.0)
+    assert local["utilization"]["gpu_util_max"] == pytest.approx(90.0)
