@@ -1,0 +1,110 @@
+"""Domain operations on proxies and their histories.
+
+Views call exactly one of these. The heartbeat is the hot path: one
+conditional UPDATE with named fields, plus one INSERT when it carries a pool
+summary; only a ``meta_patch`` (rare: sent when the proxy's meta changed)
+takes a row lock to merge.
+"""
+
+from django.db import IntegrityError, models, transaction
+
+from controlplane.liveness import Status
+from controlplane.managers import LivenessManager
+
+
+class ProxyManager(LivenessManager):
+    """Proxies; touch, unregister, sweep and delete_expired come from LivenessManager."""
+
+    def register(self, *, proxy_id, pool_resource, now, **fields):
+        """Create or refresh a proxy (SPEC 6).
+
+        ``fields`` are the other register fields (host, port, endpoints, …);
+        a known id gets them all replaced but keeps ``registered_at``, its
+        load and, when ``pool_resource`` is None, its previous summary.
+        """
+        summary = summary_fields(pool_resource, now)
+        try:
+            with transaction.atomic():
+                proxy = self.create(
+                    proxy_id=proxy_id, registered_at=now, last_seen_at=now, status=Status.ALIVE,
+                    **fields, **summary,
+                )
+                self.model.record_change(proxy_id, "", Status.ALIVE, "registered", now)
+                self._record_summary(proxy_id, pool_resource, now)
+                return proxy
+        except IntegrityError:
+            pass  # known id (or a concurrent first register): refresh it below
+        with transaction.atomic():
+            proxy = self.select_for_update().get(pk=proxy_id)
+            old_status = proxy.status
+            for name, value in {**fields, **summary}.items():
+                setattr(proxy, name, value)
+            proxy.last_seen_at = now
+            proxy.status = Status.ALIVE
+            proxy.save()
+            if old_status != Status.ALIVE:
+                self.model.record_change(proxy_id, old_status, Status.ALIVE, "re-registered", now)
+            self._record_summary(proxy_id, pool_resource, now)
+            return proxy
+
+    def heartbeat(self, proxy_id, now, load=None, meta_patch=None, pool_resource=None):
+        """Refresh a proxy; False when the id is unknown.
+
+        ``load`` holds only the load fields the proxy sent (SPEC 12: the
+        others keep their values); ``meta_patch`` is merged into meta;
+        ``pool_resource`` None keeps the previous summary.
+        """
+        fields = {**(load or {}), **summary_fields(pool_resource, now)}
+        if not meta_patch and pool_resource is None:
+            return self.touch(proxy_id, now, "heartbeat", **fields)
+        with transaction.atomic():
+            if meta_patch:
+                meta = self.select_for_update().filter(pk=proxy_id).values_list("meta", flat=True).first()
+                if meta is None:
+                    return False
+                fields["meta"] = {**meta, **meta_patch}
+            if not self.touch(proxy_id, now, "heartbeat", **fields):
+                return False
+            self._record_summary(proxy_id, pool_resource, now)
+        return True
+
+    def _record_summary(self, proxy_id, pool_resource, now):
+        if pool_resource is not None:
+            self.model.record_summary(proxy_id, pool_resource, now)
+
+
+def summary_fields(pool_resource, now):
+    """The Proxy columns a received summary sets; none when it is absent."""
+    if pool_resource is None:
+        return {}
+    return {"pool_resource": pool_resource, "pool_resource_reported_at": now}
+
+
+class HistoryManager(models.Manager):
+    """Rows that only age out; ``time_field`` holds their epoch seconds."""
+
+    time_field = "at"
+
+    def prune(self, now, keep_s):
+        """Delete rows older than ``keep_s``; returns how many.
+
+        One DELETE on an indexed column (no signals or cascades hang off
+        these models, so Django issues it without loading rows); running it
+        twice at once only deletes nothing the second time.
+        """
+        return self.filter(**{f"{self.time_field}__lt": now - keep_s}).delete()[0]
+
+
+class PoolResourceSampleManager(HistoryManager):
+    time_field = "received_at"
+
+    def recent(self, *, proxy_id=None, since=None, limit=500):
+        """The newest ``limit`` samples (of one proxy, since a time), oldest first."""
+        queryset = self.all()
+        if proxy_id is not None:
+            queryset = queryset.filter(proxy_id=proxy_id)
+        if since is not None:
+            queryset = queryset.filter(received_at__gte=since)
+        newest = list(queryset.order_by("-received_at", "-id")[:limit])
+        newest.reverse()
+        return newest
