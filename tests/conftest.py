@@ -119,3 +119,66 @@ def report(api):
         return api.post("/v1/instance/resource_snapshot", body)
 
     return _report
+
+
+# --- proxy actors (added with the proxy tests) ------------------------------------
+
+
+@pytest.fixture
+def heartbeat(api):
+    """POST one instance heartbeat with the given load fields; returns the response."""
+
+    def _heartbeat(instance_id="i-1", **load):
+        return api.post("/v1/instance/heartbeat", {"instance_id": instance_id, **load})
+
+    return _heartbeat
+
+
+@pytest.fixture
+def listed(api):
+    """The rows of ``/v1/instance/list`` keyed by instance_id."""
+
+    def _listed(**params):
+        response = api.get("/v1/instance/list", **params)
+        assert response.status_code == 200, response.content
+        return {row["instance_id"]: row for row in response.json()}
+
+    return _listed
+
+
+@pytest.fixture
+def pool_resource(api):
+    """The summary ``/debug/pool_resource`` answers now."""
+
+    def _pool_resource():
+        response = api.get("/debug/pool_resource")
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["ok"] is True
+        return body["pool_resource"]
+
+    return _pool_resource
+
+
+@pytest.fixture
+def gpu_host(register, report):
+    """A registered instance on a host with GPUs that has reported once."""
+
+    def _gpu_host(instance_id, gpus=None, admission="accepting", **snapshot):
+        register(instance_id)
+        gpus = [make_gpu(0)] if gpus is None else gpus
+        response = report(instance_id, make_snapshot(gpus=gpus, admission=admission, **snapshot))
+        assert response.json() == {"ok": True}, response.content
+        return instance_id
+
+    return _gpu_host
+
+
+@pytest.fixture
+def cpu_host(gpu_host):
+    """A registered instance on a host without GPUs that has reported once."""
+
+    def _cpu_host(instance_id, admission="accepting", **snapshot):
+        return gpu_host(instance_id, gpus=[], admission=admission, **snapshot)
+
+    return _cpu_host

@@ -1,0 +1,85 @@
+"""Liveness as pure functions of stored timestamps and one ``now`` (SPEC 4).
+
+No database and no clock: every ``now`` is passed in.
+"""
+
+import pytest
+
+from controlplane.liveness import Status, alive_window, heartbeat_interval_for_ttl, is_alive, status_at
+
+SEEN = 1767225600.0
+TTL = 30
+INTERVAL = 10  # heartbeat_interval_for_ttl(30)
+EPSILON = 0.001
+
+
+@pytest.mark.parametrize(
+    ("ttl_s", "interval"),
+    [(0, 1), (1, 1), (2, 1), (3, 1), (5, 1), (6, 2), (9, 3), (12, 4), (29, 9), (30, 10), (31, 10), (60, 10), (3600, 10)],
+)
+def test_it_hands_out_a_third_of_the_ttl_between_one_and_ten_seconds(ttl_s, interval):
+    assert heartbeat_interval_for_ttl(ttl_s) == interval
+
+
+def test_it_returns_an_int_interval_for_a_float_ttl():
+    assert heartbeat_interval_for_ttl(30.9) == 10
+    assert isinstance(heartbeat_interval_for_ttl(30.9), int)
+
+
+def test_it_is_alive_at_exactly_the_ttl():
+    assert is_alive(SEEN, SEEN + TTL, TTL) is True
+
+
+def test_it_is_not_alive_just_past_the_ttl():
+    assert is_alive(SEEN, SEEN + TTL + EPSILON, TTL) is False
+
+
+def test_it_is_alive_when_just_seen():
+    assert is_alive(SEEN, SEEN, TTL) is True
+
+
+def test_it_is_never_alive_without_a_last_seen_time():
+    assert is_alive(None, SEEN, TTL) is False
+    assert status_at(None, SEEN, TTL, INTERVAL) == Status.STALE
+
+
+def test_it_gives_one_and_a_half_heartbeat_intervals_before_suspecting():
+    assert alive_window(TTL, INTERVAL) == 15.0
+
+
+def test_it_never_lets_the_alive_window_pass_the_ttl():
+    assert alive_window(4, 10) == 4.0
+
+
+@pytest.mark.parametrize(
+    ("age", "expected"),
+    [
+        (0, Status.ALIVE),
+        (INTERVAL, Status.ALIVE),
+        (15, Status.ALIVE),  # the end of the alive window is still alive
+        (15 + EPSILON, Status.SUSPECT),
+        (TTL - EPSILON, Status.SUSPECT),
+        (TTL, Status.SUSPECT),  # exactly the TTL: alive, but beats were missed
+        (TTL + EPSILON, Status.STALE),
+        (10 * TTL, Status.STALE),
+    ],
+)
+def test_it_moves_from_alive_to_suspect_to_stale_with_age(age, expected):
+    assert status_at(SEEN, SEEN + age, TTL, INTERVAL) == expected
+
+
+def test_it_agrees_with_is_alive_on_every_status():
+    for age in (0, 14.9, 15.1, 29.9, 30, 30.1, 100):
+        status = status_at(SEEN, SEEN + age, TTL, INTERVAL)
+        assert (status != Status.STALE) is is_alive(SEEN, SEEN + age, TTL)
+
+
+def test_it_goes_straight_from_alive_to_stale_when_the_ttl_is_inside_the_window():
+    # ttl 2 → interval 1 → window 1.5 s; the TTL still decides staleness.
+    assert status_at(SEEN, SEEN + 1.5, 2, 1) == Status.ALIVE
+    assert status_at(SEEN, SEEN + 1.6, 2, 1) == Status.SUSPECT
+    assert status_at(SEEN, SEEN + 2.1, 2, 1) == Status.STALE
+
+
+def test_it_names_statuses_with_the_spec_words():
+    assert {s.value for s in Status} == {"alive", "suspect", "stale"}

@@ -1,0 +1,121 @@
+"""GET /debug/status, /debug/instance_resources and /debug/instance_loads (SPEC 3)."""
+
+import pytest
+
+from tests.conftest import T0, make_gpu, make_snapshot
+
+pytestmark = pytest.mark.django_db
+
+RESOURCE_KEYS_WITHOUT_RAW = {
+    "cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_mb", "memory_free_ratio", "gpu_count",
+    "gpu_util_avg", "gpu_util_current", "gpu_util_max", "gpu_sample_count", "gpu_sample_age_ms",
+    "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms", "gpu_mem_used_mb", "gpu_mem_total_mb",
+    "network_rx_mbps", "network_tx_mbps", "admission_state", "resource_ts_ms", "resource_reported_at",
+    "resource_report_monotonic_ms", "resource_report_wall_time_ms", "reported_instance_id",
+    "agent_snapshot_timestamp_ms", "report_seq",
+}
+
+
+@pytest.fixture
+def one_stale_one_alive(register, report, heartbeat, frozen):
+    register("i-old", host="10.0.0.1", port=8001)
+    report("i-old", make_snapshot(cpu=90.0))
+    heartbeat("i-old", inflight=9, qps_1m=9.0, gpu_util=90.0)
+    frozen.shift(31)
+    register("i-new", host="10.0.0.2", port=8002)
+    report("i-new", make_snapshot(cpu=20.0, gpus=[make_gpu(0, avg=30.0)]))
+    heartbeat("i-new", inflight=2, qps_1m=0.5)
+
+
+# --- /debug/status -----------------------------------------------------------------------
+
+def test_it_counts_alive_total_and_expired_instances(api, settings, one_stale_one_alive):
+    settings.FLEETWATCH_PROXY_ID = "pool-a"
+    response = api.get("/debug/status")
+    assert response.status_code == 200
+    body = response.json()
+    assert {"ok", "ttl_s", "alive_instances", "total_instances", "expired_instances", "sample_ids"} <= set(body)
+    assert body["ok"] is True
+    assert body["ttl_s"] == 30
+    assert body["alive_instances"] == 1
+    assert body["total_instances"] == 2
+    assert body["expired_instances"] == 1
+    assert sorted(body["sample_ids"]) == ["i-new", "i-old"]
+    assert body["proxy_id"] == "pool-a"
+
+
+def test_it_samples_at_most_ten_ids(api, register, frozen):
+    for n in range(12):
+        register(f"i-{n:02}")
+    body = api.get("/debug/status").json()
+    assert body["total_instances"] == 12
+    assert len(body["sample_ids"]) == 10
+    assert set(body["sample_ids"]) <= {f"i-{n:02}" for n in range(12)}
+
+
+def test_it_reports_an_empty_pool(api, frozen):
+    body = api.get("/debug/status").json()
+    assert (body["alive_instances"], body["total_instances"], body["expired_instances"]) == (0, 0, 0)
+    assert body["sample_ids"] == []
+
+
+# --- /debug/instance_resources --------------------------------------------------------------
+
+def test_it_shows_resources_of_dead_instances_by_default(api, one_stale_one_alive):
+    response = api.get("/debug/instance_resources")
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"instances"}
+    rows = {row["instance_id"]: row for row in body["instances"]}
+    assert set(rows) == {"i-old", "i-new"}
+    old = rows["i-old"]
+    assert set(old) == {"instance_id", "host", "port", "last_seen_at", "is_alive", "resource"}
+    assert (old["host"], old["port"], old["last_seen_at"], old["is_alive"]) == ("10.0.0.1", 8001, T0, False)
+    assert set(old["resource"]) == RESOURCE_KEYS_WITHOUT_RAW
+    assert old["resource"]["cpu_util"] == 90.0
+    new = rows["i-new"]
+    assert new["is_alive"] is True
+    assert new["last_seen_at"] == T0 + 31
+    assert new["resource"]["gpu_util_avg"] == 30.0
+
+
+def test_it_hides_dead_instance_resources_when_asked(api, one_stale_one_alive):
+    rows = api.get("/debug/instance_resources", include_dead="false").json()["instances"]
+    assert [row["instance_id"] for row in rows] == ["i-new"]
+
+
+def test_it_shows_null_resources_before_the_first_snapshot(api, register, frozen):
+    register("i-1")
+    row = api.get("/debug/instance_resources").json()["instances"][0]
+    assert row["resource"] == dict.fromkeys(RESOURCE_KEYS_WITHOUT_RAW)
+
+
+# --- /debug/instance_loads -------------------------------------------------------------------
+
+def test_it_shows_loads_of_dead_instances_by_default(api, one_stale_one_alive):
+    response = api.get("/debug/instance_loads")
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"ok", "ttl_s", "generated_at", "metric_source", "instances"}
+    assert body["ok"] is True
+    assert body["ttl_s"] == 30
+    assert body["generated_at"] == T0 + 31
+    assert isinstance(body["metric_source"], dict)
+    rows = {row["instance_id"]: row for row in body["instances"]}
+    assert set(rows) == {"i-old", "i-new"}
+    assert {"instance_id", "is_alive", "inflight", "qps_1m"} <= set(rows["i-old"])
+    assert rows["i-old"]["is_alive"] is False
+    assert (rows["i-old"]["inflight"], rows["i-old"]["qps_1m"]) == (9, 9.0)
+    assert rows["i-new"]["is_alive"] is True
+    assert (rows["i-new"]["inflight"], rows["i-new"]["qps_1m"]) == (2, 0.5)
+
+
+def test_it_hides_dead_instance_loads_when_asked(api, one_stale_one_alive):
+    rows = api.get("/debug/instance_loads", include_dead="0").json()["instances"]
+    assert [row["instance_id"] for row in rows] == ["i-new"]
+
+
+def test_it_shows_unknown_load_as_null(api, register, frozen):
+    register("i-1")
+    row = api.get("/debug/instance_loads").json()["instances"][0]
+    assert (row["inflight"], row["qps_1m"]) == (None, None)

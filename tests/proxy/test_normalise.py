@@ -1,0 +1,351 @@
+"""``normalise_snapshot``: an agent snapshot into the columns of SPEC 3.1.
+
+A pure function: no database, no clock.
+"""
+
+import pytest
+
+from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
+from tests.conftest import T0, make_gpu, make_snapshot
+
+
+def normalise(snapshot=None, metadata=None, received_at=T0):
+    return normalise_snapshot(make_snapshot() if snapshot is None else snapshot, metadata or {}, received_at)
+
+
+def with_cpu(value):
+    snapshot = make_snapshot()
+    snapshot["devices"]["cpu"]["utilization_pct"] = value
+    return snapshot
+
+
+def with_gpus(*gpus):
+    return make_snapshot(gpus=gpus)
+
+
+# --- strict numbers -------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None, True, False, [], [12.5], {}, {"value": 1}, "", "   ",
+        "n/a", "N/A", "[N/A]", "[n/a]", "Not Supported", "NOT SUPPORTED", "[not supported]", "[Not Supported]",
+        "nan", "NaN", "inf", "-inf", "Infinity", "abc", "12.5%",
+        float("nan"), float("inf"), float("-inf"), 10**400,
+    ],
+)
+def test_it_reads_anything_that_is_not_a_finite_number_as_null(value):
+    assert normalise(with_cpu(value))["cpu_util"] is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [("12.5", 12.5), (" 7 ", 7.0), ("0", 0.0), (0, 0.0), (12, 12.0), (99.9, 99.9)])
+def test_it_accepts_numbers_and_numeric_strings(value, expected):
+    cpu = normalise(with_cpu(value))["cpu_util"]
+    assert cpu == expected
+    assert isinstance(cpu, float)
+
+
+def test_it_keeps_a_measured_zero_as_zero():
+    columns = normalise(make_snapshot(cpu=0.0, gpus=[make_gpu(avg=0.0, used=0.0)]))
+    assert columns["cpu_util"] == 0.0
+    assert columns["gpu_util_avg"] == 0.0
+    assert columns["gpu_util_max"] == 0.0
+    assert columns["gpu_mem_used_mb"] == 0.0
+
+
+@pytest.mark.parametrize("huge", [2**63, 10**30, -(2**64), 1e300])
+def test_it_reads_integers_too_big_for_a_bigint_column_as_null(huge):
+    columns = normalise(make_snapshot(timestamp_ms=huge), {"report_seq": huge, "report_wall_time_ms": huge})
+    assert columns["resource_ts_ms"] is None
+    assert columns["report_seq"] is None
+    assert columns["resource_report_wall_time_ms"] is None
+
+
+def test_it_reads_integer_columns_from_numeric_strings():
+    columns = normalise(make_snapshot(timestamp_ms="1767225600000"), {"report_seq": "42"})
+    assert columns["resource_ts_ms"] == 1767225600000
+    assert columns["report_seq"] == 42
+
+
+# --- valid and invalid GPUs -----------------------------------------------------
+
+def test_it_counts_and_averages_valid_gpus():
+    columns = normalise(with_gpus(make_gpu(0, avg=40.0), make_gpu(1, avg=60.0)))
+    assert columns["gpu_count"] == 2
+    assert columns["gpu_util_avg"] == 50.0
+    assert columns["gpu_sample_quality"] == "ok"
+
+
+def test_it_leaves_out_a_gpu_whose_sample_is_not_ok():
+    columns = normalise(with_gpus(make_gpu(0, avg=40.0), make_gpu(1, avg=100.0, ok=False)))
+    assert columns["gpu_count"] == 1
+    assert columns["gpu_util_avg"] == 40.0
+    assert columns["gpu_util_max"] == 40.0
+    assert columns["gpu_util_current"] == 40.0
+    assert columns["gpu_sample_quality"] == "partial"
+
+
+@pytest.mark.parametrize(
+    "quality",
+    ["invalid", "failed", "error", "command_error", "parse_error", "unsupported",
+     "INVALID", "Failed", "ERROR", "Command_Error", "PARSE_ERROR", " Unsupported "],
+)
+@pytest.mark.parametrize("key", ["utilization_sample_quality", "sample_quality", "quality"])
+def test_it_leaves_out_a_gpu_with_a_bad_quality_in_any_case(quality, key):
+    bad = make_gpu(1, avg=100.0, **{key: quality})
+    columns = normalise(with_gpus(make_gpu(0, avg=20.0), bad))
+    assert columns["gpu_count"] == 1
+    assert columns["gpu_util_avg"] == 20.0
+
+
+@pytest.mark.parametrize("quality", ["ok", "good", "estimated", ""])
+def test_it_keeps_a_gpu_with_another_quality(quality):
+    columns = normalise(with_gpus(make_gpu(0, avg=20.0), make_gpu(1, avg=40.0, utilization_sample_quality=quality)))
+    assert columns["gpu_count"] == 2
+    assert columns["gpu_util_avg"] == 30.0
+
+
+def test_it_counts_no_valid_gpu_when_every_sample_failed():
+    columns = normalise(with_gpus(make_gpu(0, ok=False), make_gpu(1, quality="failed")))
+    assert columns["gpu_count"] == 0
+    assert columns["gpu_util_avg"] is None
+    assert columns["gpu_util_max"] is None
+    assert columns["gpu_util_current"] is None
+    assert columns["gpu_sample_quality"] == "invalid"
+
+
+# --- gpu_util_avg, gpu_util_current and gpu_util_max -----------------------------
+
+AVG_KEYS = ["utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util"]
+
+
+@pytest.mark.parametrize("position", range(len(AVG_KEYS)))
+def test_it_falls_back_through_the_average_keys_in_order(position):
+    # The GPU carries this key and every later one, each with its own value.
+    gpu = {key: float(10 * (i + 1)) for i, key in enumerate(AVG_KEYS) if i >= position}
+    assert normalise(with_gpus(gpu))["gpu_util_avg"] == float(10 * (position + 1))
+
+
+def test_it_skips_an_average_key_whose_value_is_not_a_number():
+    gpu = {"utilization_pct_avg": "[N/A]", "utilization_pct": None, "utilization_gpu_pct": "33"}
+    assert normalise(with_gpus(gpu))["gpu_util_avg"] == 33.0
+
+
+def test_it_averages_only_gpus_that_report_a_utilisation():
+    gpus = [make_gpu(0, avg=80.0), {"index": 1, "memory_used_mb": 10.0}]
+    columns = normalise(with_gpus(*gpus))
+    assert columns["gpu_count"] == 2
+    assert columns["gpu_util_avg"] == 80.0
+
+
+def test_it_averages_the_current_utilisation():
+    columns = normalise(with_gpus(make_gpu(0, avg=50.0, current=10.0), make_gpu(1, avg=50.0, current=30.0)))
+    assert columns["gpu_util_current"] == 20.0
+
+
+def test_it_takes_the_max_over_gpus_of_their_window_maxima():
+    columns = normalise(with_gpus(make_gpu(0, avg=50.0, peak=97.0), make_gpu(1, avg=70.0, peak=80.0)))
+    assert columns["gpu_util_avg"] == 60.0
+    assert columns["gpu_util_max"] == 97.0
+
+
+def test_it_falls_back_to_a_gpu_average_when_it_has_no_maximum():
+    no_peak = make_gpu(1, avg=95.0)
+    del no_peak["utilization_pct_max"]
+    columns = normalise(with_gpus(make_gpu(0, avg=50.0, peak=90.0), no_peak))
+    assert columns["gpu_util_max"] == 95.0
+
+
+def test_it_falls_back_to_the_average_when_the_maximum_is_not_a_number():
+    columns = normalise(with_gpus(make_gpu(0, avg=45.0, utilization_pct_max="n/a")))
+    assert columns["gpu_util_max"] == 45.0
+
+
+def test_it_reads_the_sample_fields_of_the_weakest_gpu():
+    gpus = [
+        make_gpu(0, utilization_sample_count=5, utilization_sample_age_ms=100, utilization_window_ms=5000),
+        make_gpu(1, utilization_sample_count=3, utilization_sample_age_ms=900, utilization_window_ms=4000),
+    ]
+    columns = normalise(with_gpus(*gpus))
+    assert columns["gpu_sample_count"] == 3
+    assert columns["gpu_sample_age_ms"] == 900
+    assert columns["gpu_sample_window_ms"] == 5000
+    assert columns["gpu_sample_source"] == "nvml"
+
+
+def test_it_calls_mixed_sources_mixed():
+    columns = normalise(with_gpus(make_gpu(0), make_gpu(1, utilization_source="nvidia-smi")))
+    assert columns["gpu_sample_source"] == "mixed"
+
+
+# --- GPU memory, gpu_count and GPU-less hosts ------------------------------------
+
+def test_it_sums_gpu_memory_over_gpus_that_report_it():
+    gpus = [make_gpu(0, used=1000.0, total=80000.0), make_gpu(1, used=None, total=None), make_gpu(2, used=500.0, total=40000.0)]
+    columns = normalise(with_gpus(*gpus))
+    assert columns["gpu_mem_used_mb"] == 1500.0
+    assert columns["gpu_mem_total_mb"] == 120000.0
+
+
+def test_it_gives_null_gpu_memory_for_a_host_without_gpus():
+    columns = normalise(make_snapshot(gpus=()))
+    assert columns["gpu_mem_used_mb"] is None
+    assert columns["gpu_mem_total_mb"] is None
+    assert columns["gpu_count"] == 0
+    assert columns["gpu_util_avg"] is None
+    assert columns["gpu_util_max"] is None
+    assert columns["gpu_sample_quality"] is None
+
+
+def test_it_gives_null_gpu_memory_when_no_gpu_reports_it():
+    columns = normalise(with_gpus(make_gpu(0, used=None, total="[N/A]")))
+    assert columns["gpu_mem_used_mb"] is None
+    assert columns["gpu_mem_total_mb"] is None
+    assert columns["gpu_count"] == 1
+
+
+def test_it_does_not_know_the_gpu_count_without_a_gpu_list():
+    snapshot = make_snapshot()
+    del snapshot["devices"]["gpu"]
+    columns = normalise(snapshot)
+    assert columns["gpu_count"] is None
+    assert columns["gpu_mem_used_mb"] is None
+
+
+# --- CPU, memory, network ---------------------------------------------------------
+
+def test_it_reads_cpu_and_memory():
+    columns = normalise(make_snapshot(cpu=12.5, used_mb=3000.0, total_mb=12000.0, free_mb=9000.0))
+    assert columns["cpu_util"] == 12.5
+    assert columns["memory_used_mb"] == 3000.0
+    assert columns["memory_total_mb"] == 12000.0
+    assert columns["memory_free_mb"] == 9000.0
+
+
+def test_it_takes_memory_free_ratio_from_the_capacity_hint():
+    snapshot = make_snapshot(free_mb=6000.0, total_mb=8000.0)
+    snapshot["capacity_hint"]["memory_free_ratio"] = 0.5
+    assert normalise(snapshot)["memory_free_ratio"] == 0.5
+
+
+def test_it_computes_memory_free_ratio_without_a_hint():
+    snapshot = make_snapshot(free_mb=1000.0, total_mb=3000.0)
+    del snapshot["capacity_hint"]["memory_free_ratio"]
+    assert normalise(snapshot)["memory_free_ratio"] == 0.3333
+
+
+def test_it_computes_memory_free_ratio_when_the_hint_is_not_a_number():
+    snapshot = make_snapshot(free_mb=2000.0, total_mb=8000.0)
+    snapshot["capacity_hint"]["memory_free_ratio"] = "n/a"
+    assert normalise(snapshot)["memory_free_ratio"] == 0.25
+
+
+def test_it_gives_no_memory_free_ratio_without_a_total():
+    snapshot = make_snapshot(free_mb=2000.0, total_mb=0.0)
+    snapshot["capacity_hint"] = {}
+    assert normalise(snapshot)["memory_free_ratio"] is None
+
+
+def test_it_reads_the_first_network_interface_only():
+    network = (
+        {"iface": "eth0", "rx_mbps": 1.5, "tx_mbps": 2.5},
+        {"iface": "eth1", "rx_mbps": 100.0, "tx_mbps": 200.0},
+    )
+    columns = normalise(make_snapshot(network=network))
+    assert columns["network_rx_mbps"] == 1.5
+    assert columns["network_tx_mbps"] == 2.5
+
+
+def test_it_gives_null_network_rates_on_a_first_sample():
+    columns = normalise(make_snapshot(network=({"iface": "eth0", "rx_mbps": None, "tx_mbps": None},)))
+    assert columns["network_rx_mbps"] is None
+    assert columns["network_tx_mbps"] is None
+
+
+def test_it_gives_null_network_rates_without_interfaces():
+    columns = normalise(make_snapshot(network=()))
+    assert columns["network_rx_mbps"] is None
+    assert columns["network_tx_mbps"] is None
+
+
+# --- admission state and metadata ---------------------------------------------------
+
+@pytest.mark.parametrize(("sent", "stored"), [("Accepting", "accepting"), ("DEGRADED", "degraded"), (" Rejecting ", "rejecting")])
+def test_it_lower_cases_the_admission_state(sent, stored):
+    assert normalise(make_snapshot(admission=sent))["admission_state"] == stored
+
+
+@pytest.mark.parametrize("sent", [None, "", 3, ["accepting"]])
+def test_it_gives_no_admission_state_when_none_is_sent(sent):
+    assert normalise(make_snapshot(admission=sent))["admission_state"] is None
+
+
+def test_it_reads_the_reporter_metadata():
+    metadata = {
+        "reported_instance_id": "i-7",
+        "report_monotonic_ms": 123456,
+        "report_wall_time_ms": 1767225601000,
+        "agent_snapshot_timestamp_ms": 1767225599000,
+        "report_seq": 9,
+    }
+    columns = normalise(make_snapshot(timestamp_ms=1767225599500), metadata, received_at=T0 + 1.25)
+    assert columns["reported_instance_id"] == "i-7"
+    assert columns["resource_report_monotonic_ms"] == 123456
+    assert columns["resource_report_wall_time_ms"] == 1767225601000
+    assert columns["agent_snapshot_timestamp_ms"] == 1767225599000
+    assert columns["report_seq"] == 9
+    assert columns["resource_ts_ms"] == 1767225599500
+    assert columns["resource_reported_at"] == T0 + 1.25
+
+
+def test_it_gives_null_metadata_fields_without_metadata():
+    columns = normalise_snapshot(make_snapshot(), None, T0)
+    for name in ("reported_instance_id", "resource_report_monotonic_ms", "resource_report_wall_time_ms",
+                 "agent_snapshot_timestamp_ms", "report_seq"):
+        assert columns[name] is None
+
+
+def test_it_keeps_the_snapshot_as_sent():
+    snapshot = make_snapshot(gpus=[make_gpu()], runtime={"engine": "vllm"})
+    assert normalise(snapshot)["raw_resource"] == snapshot
+
+
+def test_it_returns_every_resource_field():
+    assert set(normalise()) == {*RESOURCE_FIELDS, "raw_resource"}
+
+
+# --- malformed parts never raise -----------------------------------------------------
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {},
+        {"devices": []},
+        {"devices": "cpu"},
+        {"devices": {"cpu": [], "memory": "lots", "network": "eth0", "gpu": {"0": {}}}},
+        {"devices": {"gpu": ["GPU-0", 3, None, [1]], "network": [None, "eth0"]}},
+        {"devices": {"gpu": [{"utilization_pct": {"avg": 1}, "memory_used_mb": [1], "utilization_source": 5}]}},
+        {"capacity_hint": ["accepting"], "timestamp_ms": "yesterday"},
+        {"capacity_hint": {"admission_state": {"state": "ok"}, "memory_free_ratio": []}},
+    ],
+)
+def test_it_never_raises_on_malformed_parts(snapshot):
+    columns = normalise_snapshot(snapshot, {"report_seq": "x", "reported_instance_id": 5}, T0)
+    assert set(columns) == {*RESOURCE_FIELDS, "raw_resource"}
+    assert columns["cpu_util"] is None
+    assert columns["admission_state"] is None
+    assert columns["report_seq"] is None
+    assert columns["reported_instance_id"] is None
+    assert columns["resource_reported_at"] == T0
+
+
+def test_it_reads_a_snapshot_that_is_not_an_object_as_empty():
+    columns = normalise_snapshot(["not", "an", "object"], "nor this", T0)
+    assert columns["raw_resource"] == {}
+    assert columns["gpu_count"] is None
+
+
+def test_it_skips_gpu_entries_that_are_not_objects():
+    columns = normalise(with_gpus("GPU-0", make_gpu(1, avg=30.0), None))
+    assert columns["gpu_count"] == 1
+    assert columns["gpu_util_avg"] == 30.0

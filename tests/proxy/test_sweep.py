@@ -1,0 +1,193 @@
+"""``Instance.objects.sweep`` and ``delete_expired`` with injected time (SPEC 4).
+
+The manager methods behind the sweep_instances and delete_expired_instances
+tasks; every ``now`` is passed in.
+"""
+
+import pytest
+
+from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
+from tests.conftest import T0
+
+pytestmark = pytest.mark.django_db
+
+TTL = 30
+INTERVAL = 10  # alive window: 15 s
+
+
+def sweep(at):
+    return Instance.objects.sweep(T0 + at, TTL, INTERVAL)
+
+
+def changes(instance_id="i-1"):
+    return list(
+        InstanceStatusChange.objects.filter(instance_id=instance_id).order_by("at", "id")
+        .values_list("old_status", "new_status", "reason", "at")
+    )
+
+
+def stored_status(instance_id="i-1"):
+    return Instance.objects.get(pk=instance_id).status
+
+
+@pytest.fixture
+def registered(register, frozen):
+    register("i-1")
+    return "i-1"
+
+
+def test_it_leaves_an_instance_alive_within_the_alive_window(registered):
+    assert sweep(15) == 0
+    assert stored_status() == "alive"
+    assert changes() == [("", "alive", "registered", T0)]
+
+
+def test_it_marks_an_instance_suspect_once_a_beat_is_missed(registered):
+    assert sweep(16) == 1
+    assert stored_status() == "suspect"
+    assert changes()[-1] == ("alive", "suspect", "missed heartbeats", T0 + 16)
+
+
+def test_it_keeps_a_suspect_instance_suspect_up_to_the_ttl(registered):
+    sweep(16)
+    assert sweep(30) == 0
+    assert stored_status() == "suspect"
+
+
+def test_it_marks_a_suspect_instance_stale_past_the_ttl(registered):
+    sweep(16)
+    assert sweep(31) == 1
+    assert stored_status() == "stale"
+    assert changes()[-1] == ("suspect", "stale", "missed heartbeats", T0 + 31)
+
+
+def test_it_records_each_transition_once(registered):
+    sweep(16)
+    sweep(16)
+    sweep(20)
+    sweep(31)
+    sweep(31)
+    sweep(500)
+    assert [(old, new) for old, new, _, _ in changes()] == [("", "alive"), ("alive", "suspect"), ("suspect", "stale")]
+
+
+def test_it_records_nothing_more_when_run_twice(registered):
+    assert sweep(31) == 1
+    before = changes()
+    assert sweep(31) == 0
+    assert sweep(40) == 0
+    assert changes() == before
+
+
+def test_it_goes_straight_to_stale_when_no_sweep_ran_in_between(registered):
+    assert sweep(31) == 1
+    assert stored_status() == "stale"
+    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + 31)
+
+
+def test_it_leaves_an_instance_that_heartbeats_alone(registered, heartbeat, frozen):
+    for beat in range(1, 11):
+        frozen.shift(INTERVAL)
+        heartbeat("i-1")
+        assert sweep(beat * INTERVAL + 5) == 0
+    assert stored_status() == "alive"
+    assert len(changes()) == 1
+
+
+def test_it_sweeps_only_the_instances_that_are_due(register, frozen):
+    register("i-quiet")
+    frozen.shift(10)
+    register("i-chatty")
+    assert sweep(20) == 1
+    assert stored_status("i-quiet") == "suspect"
+    assert stored_status("i-chatty") == "alive"
+
+
+def test_it_sweeps_in_batches(register, frozen):
+    for n in range(5):
+        register(f"i-{n}")
+    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 2
+    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 2
+    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 1
+    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 0
+    assert set(Instance.objects.values_list("status", flat=True)) == {"stale"}
+
+
+@pytest.mark.parametrize("reviver", ["heartbeat", "snapshot", "register"])
+def test_it_revives_a_stale_instance_that_reports_with_a_recorded_change(registered, heartbeat, report, register,
+                                                                         frozen, reviver):
+    sweep(31)
+    frozen.shift(40)
+    {"heartbeat": lambda: heartbeat("i-1"), "snapshot": lambda: report("i-1"), "register": lambda: register("i-1")}[reviver]()
+    assert stored_status() == "alive"
+    reason = {"heartbeat": "heartbeat", "snapshot": "snapshot", "register": "re-registered"}[reviver]
+    assert changes()[-1] == ("stale", "alive", reason, T0 + 40)
+    # Alive again, it is swept afresh from its new last_seen_at.
+    assert sweep(40 + 15) == 0
+    assert sweep(40 + 16) == 1
+    assert changes()[-1][:2] == ("alive", "suspect")
+
+
+def test_it_revives_a_suspect_instance_with_a_recorded_change(registered, heartbeat, frozen):
+    sweep(16)
+    frozen.shift(20)
+    heartbeat("i-1")
+    assert stored_status() == "alive"
+    assert changes()[-1] == ("suspect", "alive", "heartbeat", T0 + 20)
+
+
+def test_it_does_not_overwrite_a_heartbeat_that_lands_while_it_runs(registered, monkeypatch):
+    from controlplane import managers
+
+    real_status_at = managers.liveness.status_at
+
+    def heartbeat_lands_first(*args):
+        # Between the sweep's read of due rows and its conditional update.
+        Instance.objects.touch("i-1", T0 + 20, "heartbeat")
+        return real_status_at(*args)
+
+    monkeypatch.setattr(managers.liveness, "status_at", heartbeat_lands_first)
+    assert sweep(20) == 0
+    instance = Instance.objects.get(pk="i-1")
+    assert (instance.status, instance.last_seen_at) == ("alive", T0 + 20)
+    assert len(changes()) == 1
+
+
+# --- delete_expired -------------------------------------------------------------------------
+
+RETENTION = 24 * 3600
+
+
+def test_it_deletes_entries_not_seen_for_the_retention(register, report, frozen):
+    register("i-old")
+    report("i-old")
+    frozen.shift(RETENTION)
+    register("i-new")
+    assert Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION) == 1
+    assert list(Instance.objects.values_list("pk", flat=True)) == ["i-new"]
+    assert not InstanceResource.objects.filter(instance_id="i-old").exists()
+
+
+def test_it_keeps_an_entry_seen_exactly_one_retention_ago(registered):
+    assert Instance.objects.delete_expired(T0 + RETENTION, RETENTION) == 0
+    assert Instance.objects.filter(pk="i-1").exists()
+
+
+def test_it_records_the_expiry(registered):
+    sweep(31)
+    Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION)
+    assert changes()[-1] == ("stale", "expired", "retention passed", T0 + RETENTION + 1)
+
+
+def test_it_deletes_nothing_more_when_run_twice(registered):
+    assert Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION) == 1
+    assert Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION) == 0
+    assert InstanceStatusChange.objects.filter(new_status="expired").count() == 1
+
+
+def test_it_shows_stale_entries_until_they_expire(registered, frozen, listed):
+    frozen.shift(RETENTION)
+    assert "i-1" in listed(include_dead="true")
+    frozen.shift(1)
+    Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION)
+    assert "i-1" not in listed(include_dead="true")
