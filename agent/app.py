@@ -1,0 +1,171 @@
+"""Wiring: the agent's parts built from ``Settings``, started and stopped in order.
+
+Start: open NVML, bind the HTTP port (so a port clash fails fast), take the
+first sample, then serve, sample on a thread and report on another.
+Stop: stop reporting, unregister (best effort), stop sampling and serving,
+close NVML.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+
+from agent import AGENT_VERSION
+from agent.config import Settings
+from agent.gpu import GpuMonitor
+from agent.sampler import HostSampler, monotonic_ms
+from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
+from agent.server import AgentServer
+
+log = logging.getLogger("agent")
+
+ANY_ADDRESS = {"", "0.0.0.0", "::"}
+
+
+def advertise_address(settings: Settings, bound_port: int):
+    """Host and port sent at register: the settings, else where the agent listens."""
+    host = settings.advertise_host or settings.listen_host
+    if host in ANY_ADDRESS:
+        host = socket.gethostname()
+    return host, settings.advertise_port or bound_port
+
+
+def default_instance_id(host, port):
+    """The Proxy's own id for an instance registered without one (SPEC 3)."""
+    return f"hp_{host}:{port}"
+
+
+class Agent:
+    """One running agent. ``nvml``, ``source`` and ``session`` are injectable for tests."""
+
+    def __init__(self, settings: Settings, nvml=None, source=None, session=None, clock_ms=monotonic_ms):
+        self.settings = settings
+        self._session = session
+        self.gpus = GpuMonitor(nvml, settings.gpu_window_ms, settings.gpu_temp_degraded_c, clock_ms)
+        self.host_sampler = HostSampler(source, clock_ms, settings.monitored_mounts)
+        self.store = SnapshotStore()
+        self.builder = SnapshotBuilder(self.host_sampler, self.gpus, settings.instance_id, socket.gethostname(),
+                                       settings.thresholds)
+        self.loop = SamplingLoop(self.builder, self.store, settings.sample_interval_ms, clock_ms)
+        self.server = None
+        self.reporter = None
+
+    def _identify(self, bound_port):
+        host, port = advertise_address(self.settings, bound_port)
+        if not self.builder.instance_id:
+            self.builder.instance_id = default_instance_id(host, port)
+        return host, port
+
+    def _set_instance_id(self, instance_id):
+        self.builder.instance_id = instance_id
+
+    def _make_reporter(self, host, port):
+        # Imported here: requests is the heaviest import of the agent and an
+        # agent started with --no-report never needs it.
+        from agent.reporter import ProxyClient, Reporter
+
+        settings = self.settings
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s, self._session)
+        return Reporter(
+            client, self.store, instance_id=self.builder.instance_id, host=host, port=port,
+            meta={
+                "agent_version": AGENT_VERSION,
+                "hostname": self.builder.hostname,
+                "gpu_names": self.gpus.names,
+                "gpu_status": self.gpus.status,
+                "agent_url": f"http://{_url_host(host)}:{self.server.port if self.server else port}",
+            },
+            register=settings.register, report_interval_s=settings.report_interval_ms / 1000.0,
+            on_instance_id=self._set_instance_id,
+        )
+
+    def start(self):
+        """Start serving, sampling and reporting. Raises OSError when the port cannot be bound."""
+        self.gpus.open()
+        settings = self.settings
+        self.server = AgentServer(settings.listen_host, settings.listen_port, self.store,
+                                  lambda: self.builder.instance_id, settings.max_connections)
+        host, port = self._identify(self.server.port)
+        self.loop.sample_once()
+        self.server.start()
+        self.loop.start(first_delay_ms=settings.sample_interval_ms)
+        log.info("fleetwatch-agent %s serving on %s:%d as %s", AGENT_VERSION, settings.listen_host,
+                 self.server.port, self.builder.instance_id)
+        if settings.report:
+            self.reporter = self._make_reporter(host, port)
+            self.reporter.start()
+
+    def stop(self):
+        if self.reporter is not None:
+            self.reporter.stop()
+            self.reporter.unregister()
+            self.reporter.close()
+        self.loop.stop()
+        if self.server is not None:
+            self.server.stop()
+        self.gpus.close()
+
+    def once(self, out=sys.stdout) -> int:
+        """Print one snapshot; report it unless reporting is off. Returns the exit status.
+
+        Two samples one sampling interval apart, so the printed CPU and network
+        rates are real rather than the null of a first sample.
+        """
+        settings = self.settings
+        self.gpus.open()
+        host, port = self._identify(settings.listen_port)
+        self.loop.sample_once()
+        time.sleep(settings.sample_interval_ms / 1000.0)
+        self.loop.sample_once()
+        snapshot = self.store.latest()
+        status = 0 if snapshot is not None else 1
+        if snapshot is not None:
+            out.write(json.dumps(snapshot, indent=2) + "\n")
+            out.flush()
+        if settings.report and snapshot is not None:
+            self.reporter = self._make_reporter(host, port)
+            answer = self.reporter.report_once()
+            self.reporter.close()
+            if answer.kind != "ok":
+                log.error("report to %s failed: %s (use --no-report to only print)", settings.proxy_url,
+                          answer.detail or answer.kind)
+                status = 1
+        self.gpus.close()
+        return status
+
+
+def _url_host(host):
+    return f"[{host}]" if ":" in host else host
+
+
+def run_forever(settings: Settings) -> int:
+    """Run until SIGTERM or SIGINT; returns the process exit status."""
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("%s received; shutting down", signal.Signals(signum).name)
+        stop.set()
+        # A second signal during a slow shutdown ends the process at once.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    agent = Agent(settings)
+    try:
+        agent.start()
+    except OSError as error:
+        log.error("cannot listen on %s:%d: %s", settings.listen_host, settings.listen_port, error)
+        agent.stop()
+        return 1
+    while not stop.wait(0.5):
+        pass
+    agent.stop()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,148 @@
+"""Assembling ``resource_snapshot_v1`` (SPEC 2.2) and keeping the latest one.
+
+One background thread samples on a fixed period and swaps the result into a
+``SnapshotStore``; HTTP requests and the reporter only read the store, so no
+request ever triggers sampling and a slow client cannot slow the sampler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from agent import AGENT_VERSION
+from agent.capacity import AdmissionThresholds, capacity_hint
+from agent.sampler import monotonic_ms
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "resource_snapshot_v1"
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SnapshotBuilder:
+    """Takes one full snapshot from the host sampler and the GPU monitor.
+
+    ``instance_id`` may change at run time: the Proxy's register answer is
+    authoritative about the id this agent reports under.
+    """
+
+    def __init__(self, host_sampler, gpu_monitor, instance_id, hostname,
+                 thresholds: AdmissionThresholds = AdmissionThresholds(), clock_wall_ms=wall_ms):
+        self._host = host_sampler
+        self._gpus = gpu_monitor
+        self._thresholds = thresholds
+        self._wall_ms = clock_wall_ms
+        self.instance_id = instance_id
+        self.hostname = hostname
+
+    def take(self) -> dict:
+        devices = self._host.sample()
+        gpus = self._gpus.sample()
+        devices["gpu"] = gpus
+        status = self._gpus.status
+        if status == "ok" and not gpus:
+            status = "no_gpu"
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "agent_version": AGENT_VERSION,
+            "instance_id": self.instance_id,
+            "timestamp_ms": self._wall_ms(),
+            "hostname": self.hostname,
+            "devices": devices,
+            # Facts about the serving runtime (queue depth, loaded model) are
+            # not visible from the host; the object stays for compat.
+            "runtime": {},
+            "gpu_status": status,
+            "capacity_hint": capacity_hint(devices["memory"], devices["cpu"], gpus, self._thresholds),
+        }
+
+
+class SnapshotStore:
+    """The latest snapshot and its JSON body, replaced as one unit."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._snapshot = None
+        self._body = None
+        self.updated = threading.Condition(self._lock)
+
+    def put(self, snapshot: dict):
+        body = json.dumps(snapshot, separators=(",", ":")).encode()
+        with self._lock:
+            self._snapshot, self._body = snapshot, body
+            self.updated.notify_all()
+
+    def latest(self):
+        """The latest snapshot dict (treat as read-only), or None before the first sample."""
+        with self._lock:
+            return self._snapshot
+
+    def latest_body(self):
+        """The latest snapshot as JSON bytes, or None before the first sample."""
+        with self._lock:
+            return self._body
+
+    def wait_for_first(self, timeout_s):
+        with self._lock:
+            return self.updated.wait_for(lambda: self._snapshot is not None, timeout_s)
+
+
+class SamplingLoop:
+    """Calls ``builder.take()`` every ``interval_ms`` on its own thread.
+
+    The schedule is fixed-rate: a slow sample shortens the next wait instead of
+    drifting, and a sample that overran a whole period skips ahead rather than
+    bursting to catch up.
+    """
+
+    def __init__(self, builder: SnapshotBuilder, store: SnapshotStore, interval_ms: int, clock_ms=monotonic_ms):
+        self._builder = builder
+        self._store = store
+        self._interval_ms = interval_ms
+        self._clock_ms = clock_ms
+        self._stop = threading.Event()
+        self._thread = None
+        self._failing_since = None
+
+    def sample_once(self):
+        """One sample into the store. Errors are logged, never raised: the loop must outlive them."""
+        try:
+            self._store.put(self._builder.take())
+        except Exception:  # noqa: BLE001
+            if self._failing_since is None:
+                self._failing_since = self._clock_ms()
+                log.exception("sampling failed; keeping the previous snapshot")
+            return False
+        if self._failing_since is not None:
+            log.info("sampling recovered")
+            self._failing_since = None
+        return True
+
+    def start(self, first_delay_ms=0):
+        """Sample on a thread; ``first_delay_ms`` keeps the period after a sample taken by hand."""
+        self._thread = threading.Thread(target=self._run, args=(first_delay_ms,), name="fleetwatch-sampler",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s=5.0):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self, first_delay_ms):
+        next_at = self._clock_ms() + first_delay_ms
+        if first_delay_ms and self._stop.wait(first_delay_ms / 1000.0):
+            return
+        while not self._stop.is_set():
+            self.sample_once()
+            next_at += self._interval_ms
+            now = self._clock_ms()
+            if next_at <= now:
+                next_at = now + self._interval_ms - (now - next_at) % self._interval_ms
+            self._stop.wait((next_at - now) / 1000.0)

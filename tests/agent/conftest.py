@@ -1,0 +1,232 @@
+"""Actors for the agent tests: a hand-moved clock, psutil-like counters, a fake Proxy.
+
+Nothing here sleeps through time the code under test would wait: clocks are
+injected and moved by the test. The fake Proxy is a real HTTP server on
+127.0.0.1 so the agent's own ``requests`` code path is exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import Counter, namedtuple
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
+
+CpuTimes = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+VirtualMemory = namedtuple("svmem", "total available percent used free")
+SwapMemory = namedtuple("sswap", "total used free percent sin sout")
+NetIO = namedtuple("snetio", "bytes_sent bytes_recv packets_sent packets_recv errin errout dropin dropout")
+IfStats = namedtuple("snicstats", "isup duplex speed mtu flags")
+DiskUsage = namedtuple("sdiskusage", "total used free percent")
+
+
+def cpu_times(busy=0.0, idle=0.0, iowait=0.0, guest=0.0):
+    """One core's cumulative seconds; ``busy`` goes to user (guest is counted inside user, as on Linux)."""
+    return CpuTimes(user=busy + guest, nice=0.0, system=0.0, idle=idle, iowait=iowait, irq=0.0, softirq=0.0,
+                    steal=0.0, guest=guest, guest_nice=0.0)
+
+
+def net_io(rx=0, tx=0):
+    return NetIO(bytes_sent=tx, bytes_recv=rx, packets_sent=0, packets_recv=0, errin=0, errout=0, dropin=0,
+                 dropout=0)
+
+
+class FakeClock:
+    """Milliseconds (``ms()``) and seconds (``s()``) that move only when told."""
+
+    def __init__(self, start_ms=1_000_000):
+        self.now_ms = start_ms
+
+    def ms(self):
+        return self.now_ms
+
+    def s(self):
+        return self.now_ms / 1000.0
+
+    def advance(self, ms):
+        self.now_ms += ms
+
+
+class FakeSource:
+    """The counter source ``HostSampler`` reads, with values set by the test."""
+
+    def __init__(self):
+        self.cores = [cpu_times(idle=100.0), cpu_times(idle=100.0)]
+        self.counts = (2, 1)
+        self.load = (0.5, 0.25, 0.125)
+        self.memory = VirtualMemory(total=16 * GIB, available=12 * GIB, percent=25.0, used=3 * GIB, free=1 * GIB)
+        self.swap = SwapMemory(total=2 * GIB, used=GIB // 2, free=GIB + GIB // 2, percent=25.0, sin=0, sout=0)
+        self.net = {"lo": net_io(), "eth0": net_io(), "ib0": net_io()}
+        self.if_stats = {
+            "lo": IfStats(True, 0, 0, 65536, "up,loopback,running"),
+            "eth0": IfStats(True, 2, 25000, 1500, "up,broadcast,running,multicast"),
+            "ib0": IfStats(True, 2, 0, 4092, "up,broadcast,running,multicast"),
+        }
+        self.default_iface = "ib0"
+        self.disks = {"/": DiskUsage(total=500 * GIB, used=125 * GIB, free=375 * GIB, percent=25.0)}
+        self.calls = Counter()
+
+    def add_cpu(self, busy, idle):
+        """Every core spends ``busy`` and ``idle`` more seconds."""
+        self.cores = [cpu_times(busy=c.user + busy, idle=c.idle + idle) for c in self.cores]
+
+    def add_net(self, iface, rx, tx):
+        io = self.net[iface]
+        self.net[iface] = net_io(rx=io.bytes_recv + rx, tx=io.bytes_sent + tx)
+
+    def cpu_times_per_core(self):
+        return list(self.cores)
+
+    def cpu_counts(self):
+        return self.counts
+
+    def load_average(self):
+        return self.load
+
+    def virtual_memory(self):
+        return self.memory
+
+    def swap_memory(self):
+        return self.swap
+
+    def net_io_counters(self):
+        return dict(self.net)
+
+    def net_if_stats(self):
+        self.calls["net_if_stats"] += 1
+        return dict(self.if_stats)
+
+    def default_route_interface(self):
+        self.calls["default_route_interface"] += 1
+        return self.default_iface
+
+    def disk_usage(self, path):
+        if path not in self.disks:
+            raise FileNotFoundError(path)
+        return self.disks[path]
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def source():
+    return FakeSource()
+
+
+@pytest.fixture
+def two_gpus():
+    return FakeNvml([
+        FakeGpu(uuid="GPU-aaaa", utilization=40, memory_used=20 * GIB),
+        FakeGpu(uuid="GPU-bbbb", utilization=80, memory_used=70 * GIB),
+    ])
+
+
+# --- fake Proxy -------------------------------------------------------------------
+
+class FakeProxy:
+    """A minimal Proxy speaking SPEC 3's instance endpoints, recording every request.
+
+    ``status`` forces every answer to that HTTP status (503: "down");
+    ``forget()`` drops every registration, as a Proxy with a wiped database.
+    """
+
+    def __init__(self):
+        self.requests = []
+        self.known = set()
+        self.status = None
+        self.heartbeat_interval_s = 3
+        self.assign_id = None  # answer register with this id instead of the one sent
+        self._changed = threading.Condition()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait on a delayed ACK (40 ms)
+
+            def do_POST(self):  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"null")
+                status, answer = proxy._answer(self.path, body, dict(self.headers))
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def _answer(self, path, body, headers):
+        with self._changed:
+            self.requests.append((path, body, headers))
+            self._changed.notify_all()
+            if self.status is not None:
+                return self.status, {"ok": False, "error": "forced"}
+            instance_id = body.get("instance_id") if isinstance(body, dict) else None
+            if path == "/v1/instance/register":
+                instance_id = self.assign_id or instance_id or f"hp_{body['host']}:{body['port']}"
+                self.known.add(instance_id)
+                return 200, {"instance_id": instance_id, "heartbeat_interval_s": self.heartbeat_interval_s,
+                             "ttl_s": 30}
+            if path in ("/v1/instance/heartbeat", "/v1/instance/resource_snapshot"):
+                if instance_id in self.known:
+                    return 200, {"ok": True}
+                return 200, {"ok": False, "error": "unknown_instance"}
+            if path == "/v1/instance/unregister":
+                known = instance_id in self.known
+                self.known.discard(instance_id)
+                return 200, {"ok": known}
+            return 404, {"ok": False, "error": "not_found"}
+
+    def forget(self):
+        with self._changed:
+            self.known.clear()
+
+    def bodies(self, path):
+        with self._changed:
+            return [body for p, body, _ in self.requests if p == path]
+
+    def wait_for(self, predicate, timeout_s=10.0):
+        """Wait (real time, for subprocess tests) until ``predicate(self)`` holds."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not predicate(self):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake_proxy():
+    proxy = FakeProxy()
+    yield proxy
+    proxy.close()
+
+
+def free_port():
+    """A loopback port nothing listens on (right now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

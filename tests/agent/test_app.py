@@ -1,0 +1,54 @@
+"""The assembled agent in-process, with fake NVML and counters, against the fake Proxy."""
+
+import io
+import json
+import socket
+import urllib.request
+
+from agent.app import Agent, advertise_address, default_instance_id
+from agent.config import Settings
+
+
+def test_advertised_address_defaults_to_where_the_agent_listens():
+    assert advertise_address(Settings(listen_host="10.1.2.3"), 9201) == ("10.1.2.3", 9201)
+    assert advertise_address(Settings(listen_host="0.0.0.0"), 9555) == (socket.gethostname(), 9555)
+    assert advertise_address(Settings(advertise_host="gpu-7", advertise_port=8000), 9201) == ("gpu-7", 8000)
+    assert default_instance_id("gpu-7", 8000) == "hp_gpu-7:8000"
+
+
+def test_the_agent_registers_its_gpus_serves_and_unregisters(fake_proxy, two_gpus, source):
+    settings = Settings(listen_port=0, proxy_url=fake_proxy.url, sample_interval_ms=50, report_interval_ms=50)
+    agent = Agent(settings, nvml=two_gpus, source=source)
+    agent.start()
+    try:
+        assert fake_proxy.wait_for(lambda proxy: len(proxy.bodies("/v1/instance/resource_snapshot")) >= 2, 10)
+        [register] = fake_proxy.bodies("/v1/instance/register")
+        port = agent.server.port
+        assert register["instance_id"] == f"hp_127.0.0.1:{port}" and register["port"] == port
+        assert register["meta"]["gpu_names"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]
+        assert register["meta"]["gpu_status"] == "ok"
+        assert register["meta"]["agent_url"] == f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/resource/snapshot", timeout=5) as response:
+            served = json.loads(response.read())
+        assert [gpu["uuid"] for gpu in served["devices"]["gpu"]] == ["GPU-aaaa", "GPU-bbbb"]
+    finally:
+        agent.stop()
+    assert fake_proxy.bodies("/v1/instance/unregister") == [{"instance_id": f"hp_127.0.0.1:{port}"}]
+    assert two_gpus.initialised == 0
+
+
+def test_no_report_means_no_proxy_traffic(fake_proxy, two_gpus, source):
+    agent = Agent(Settings(listen_port=0, proxy_url=fake_proxy.url, report=False), nvml=two_gpus, source=source)
+    agent.start()
+    agent.stop()
+    assert agent.reporter is None and fake_proxy.requests == []
+
+
+def test_once_with_fakes_prints_rates_from_two_samples(two_gpus, source):
+    out = io.StringIO()
+    status = Agent(Settings(report=False, sample_interval_ms=10, instance_id="x"), nvml=two_gpus,
+                   source=source).once(out)
+    snapshot = json.loads(out.getvalue())
+    assert status == 0
+    assert snapshot["devices"]["network"][0]["rx_mbps"] == 0.0  # second sample: measured, not null
+    assert snapshot["devices"]["gpu"][1]["utilization_sample_count"] == 2

@@ -1,0 +1,74 @@
+"""The fake NVML must stay a faithful stand-in for the installed nvidia-ml-py."""
+
+import inspect
+
+import pynvml
+import pytest
+
+from tests.agent.fake_pynvml import FakeGpu, FakeNvml
+
+FAKED = [name for name, member in inspect.getmembers(FakeNvml, inspect.isfunction) if name.startswith("nvml")]
+
+
+def test_it_fakes_the_functions_the_agent_calls():
+    assert {"nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+            "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
+            "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetClockInfo",
+            "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetCurrentClocksThrottleReasons"} <= set(FAKED)
+
+
+@pytest.mark.parametrize("name", FAKED)
+def test_each_fake_function_has_the_real_signature(name):
+    fake = inspect.signature(getattr(FakeNvml([]), name))
+    real = inspect.signature(getattr(pynvml, name))
+    assert list(fake.parameters) == list(real.parameters)
+    assert [p.default for p in fake.parameters.values()] == [p.default for p in real.parameters.values()]
+
+
+def test_errors_are_the_real_classes_with_the_real_codes():
+    nvml = FakeNvml([FakeGpu(not_supported={"nvmlDeviceGetPowerUsage"})])
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLError_NotSupported) as error:
+        nvml.nvmlDeviceGetPowerUsage(handle)
+    assert error.value.value == pynvml.NVML_ERROR_NOT_SUPPORTED == 3
+    assert str(error.value) == "Not Supported"
+    assert nvml.NVMLError is pynvml.NVMLError
+    assert nvml.NVMLError_GpuIsLost is pynvml.NVMLError_GpuIsLost
+
+
+def test_results_are_the_real_structures():
+    nvml = FakeNvml([FakeGpu(utilization=37, memory_total=100, memory_used=40)])
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    assert isinstance(rates, pynvml.c_nvmlUtilization_t) and rates.gpu == 37
+    assert isinstance(memory, pynvml.c_nvmlMemory_t)
+    assert (memory.total, memory.used, memory.free) == (100, 40, 60)
+
+
+def test_calls_before_init_fail_as_uninitialized_like_the_real_module():
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlDeviceGetCount()  # real module, library never loaded
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        FakeNvml([FakeGpu()]).nvmlDeviceGetCount()
+
+
+def test_a_host_without_the_driver_fails_init_like_the_real_module():
+    nvml = FakeNvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    with pytest.raises(pynvml.NVMLError_LibraryNotFound) as error:
+        nvml.nvmlInit()
+    assert str(error.value) == "NVML Shared Library Not Found"
+
+
+def test_a_lost_gpu_answers_gpu_is_lost_to_everything():
+    gpu = FakeGpu()
+    nvml = FakeNvml([gpu])
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    gpu.lost = True
+    for call in (lambda: nvml.nvmlDeviceGetUtilizationRates(handle), lambda: nvml.nvmlDeviceGetHandleByIndex(0)):
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            call()

@@ -1,0 +1,106 @@
+"""The agent's HTTP endpoints on a real loopback socket (SPEC 2.1)."""
+
+import http.client
+import json
+import socket
+
+import pytest
+
+from agent import AGENT_VERSION
+from agent.server import AgentServer
+from agent.snapshot import SnapshotStore
+
+
+@pytest.fixture
+def store():
+    return SnapshotStore()
+
+
+@pytest.fixture
+def server(store):
+    server = AgentServer("127.0.0.1", 0, store, lambda: "i-7", max_connections=2, poll_interval_s=0.01)
+    server.start()
+    yield server
+    server.stop()
+
+
+def request(server, method, path, body=None):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    try:
+        connection.request(method, path, body=body)
+        response = connection.getresponse()
+        raw = response.read()
+        return response.status, dict(response.getheaders()), raw
+    finally:
+        connection.close()
+
+
+def test_healthz(server):
+    status, headers, body = request(server, "GET", "/healthz")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert json.loads(body) == {"ok": True, "agent_version": AGENT_VERSION, "instance_id": "i-7"}
+
+
+def test_snapshot_is_503_before_the_first_sample_never_an_empty_body(server):
+    status, _, body = request(server, "GET", "/v1/resource/snapshot")
+    assert status == 503
+    assert json.loads(body) == {"ok": False, "error": "no_sample_yet"}
+
+
+def test_snapshot_serves_the_latest_sample_and_allows_a_query_string(server, store):
+    store.put({"schema_version": "resource_snapshot_v1", "timestamp_ms": 1})
+    store.put({"schema_version": "resource_snapshot_v1", "timestamp_ms": 2})
+    status, headers, body = request(server, "GET", "/v1/resource/snapshot?fresh=1&x=y")
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    assert json.loads(body) == {"schema_version": "resource_snapshot_v1", "timestamp_ms": 2}
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW"])
+@pytest.mark.parametrize("path", ["/healthz", "/v1/resource/snapshot", "/v1/resource/snapshot?a=b"])
+def test_other_methods_on_known_paths_are_405(server, method, path):
+    status, headers, body = request(server, method, path, body=b'{"x": 1}' if method != "BREW" else None)
+    assert status == 405 and headers["Allow"] == "GET"
+    assert json.loads(body)["ok"] is False
+
+
+def test_head_is_405_without_a_body(server):
+    status, headers, body = request(server, "HEAD", "/healthz")
+    assert status == 405 and body == b""
+
+
+@pytest.mark.parametrize("method, path", [("GET", "/"), ("GET", "/v1/resource"), ("POST", "/nope"),
+                                          ("GET", "/healthz/extra")])
+def test_anything_else_is_404(server, method, path):
+    status, _, body = request(server, method, path)
+    assert status == 404
+    assert json.loads(body) == {"ok": False, "error": "not_found"}
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(server, store):
+    store.put({"n": 1})
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    for _ in range(3):
+        connection.request("GET", "/v1/resource/snapshot")
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read()) == {"n": 1}
+    connection.close()
+
+
+def test_connections_beyond_the_limit_are_refused_with_503(server):
+    # Two idle clients hold both handler threads (max_connections=2) ...
+    holders = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+    try:
+        for holder in holders:  # ... each seen by the server before the next one connects
+            holder.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert b"200 OK" in holder.recv(4096)
+        status, _, body = request(server, "GET", "/healthz")
+        assert status == 503 and json.loads(body) == {"ok": False, "error": "busy"}
+    finally:
+        for holder in holders:
+            holder.close()
+    # Once they leave, the slots are free again.
+    for _ in range(50):
+        status, _, _ = request(server, "GET", "/healthz")
+        if status == 200:
+            break
+    assert status == 200
