@@ -164,8 +164,9 @@ def run_forever(settings: Settings) -> int:
         log.error("cannot listen on %s:%d: %s", settings.listen_host, settings.listen_port, error)
         agent.stop()
         return 1
-    while not stop.wait(0.5):
-        pass
+    # No timeout: a signal interrupts the wait, so the idle agent has no
+    # periodic wakeup on the main thread.
+    stop.wait()
     agent.stop()
     log.info("stopped")
     return 0

@@ -1,0 +1,29 @@
+"""The agent installs alone on GPU hosts: stdlib, psutil, nvidia-ml-py and requests only."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# requests brings its own few dependencies along; cython_runtime is the
+# module every Cython-compiled extension (charset_normalizer's) registers.
+ALLOWED = {"agent", "psutil", "pynvml", "requests", "urllib3", "charset_normalizer", "idna", "certifi",
+           "cython_runtime"}
+PROBE = """
+import json, sys
+before = set(sys.modules)
+import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu, agent.sampler, agent.snapshot
+agent.gpu.GpuMonitor().open()  # loads pynvml the way the agent does
+print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
+"""
+
+
+def test_the_agent_imports_nothing_but_its_declared_dependencies():
+    result = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    imported = set(json.loads(result.stdout.splitlines()[-1]))
+    third_party = {name for name in imported if name not in sys.stdlib_module_names and not name.startswith("_")}
+    assert "django" not in imported
+    assert third_party <= ALLOWED, third_party - ALLOWED
+    assert {"agent", "psutil", "pynvml", "requests"} <= imported
