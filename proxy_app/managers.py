@@ -6,6 +6,9 @@ processes run it at once.
 """
 
 import enum
+import functools
+
+import orjson
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Avg, Count, Max, Min, Q, Sum
@@ -63,7 +66,7 @@ class InstanceManager(LivenessManager):
         """Store the latest snapshot of an instance, normalised (SPEC 3.1)."""
         columns = normalise_snapshot(snapshot, metadata, now)
         with transaction.atomic():
-            if not self.touch(instance_id, now, "snapshot"):
+            if not (touch_if_alive(self.model, instance_id, now) or self.touch(instance_id, now, "snapshot")):
                 return IngestResult.UNKNOWN
             stored = upsert_latest_resource(
                 self.model._meta.get_field("resource").related_model, instance_id, columns
@@ -113,6 +116,45 @@ class InstanceManager(LivenessManager):
 UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "raw_resource", "has_raw_resource")
 
 
+@functools.lru_cache(maxsize=8)
+def _touch_sql(vendor, table_name):
+    quote = connection.ops.quote_name
+    return (
+        f"UPDATE {quote(table_name)} SET {quote('last_seen_at')} = %s "
+        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s"
+    )
+
+
+def touch_if_alive(instance_model, instance_id, now):
+    """The snapshot hot path of ``touch``: one prepared UPDATE, no ORM query building.
+
+    False when the instance is unknown or not stored as alive; the caller then
+    takes ``touch``, which revives it and records the change.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_touch_sql(connection.vendor, instance_model._meta.db_table), [now, instance_id, Status.ALIVE.value])
+        return cursor.rowcount == 1
+
+
+@functools.lru_cache(maxsize=8)
+def _upsert_sql(vendor, table_name):
+    """The upsert statement, built once per database vendor and table."""
+    quote = connection.ops.quote_name
+    table = quote(table_name)
+    names = ", ".join(quote(name) for name in UPSERT_COLUMNS)
+    placeholders = ", ".join(
+        "%s::jsonb" if name == "raw_resource" and vendor == "postgresql" else "%s" for name in UPSERT_COLUMNS
+    )
+    updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in UPSERT_COLUMNS[1:])
+    seq, wall = quote("report_seq"), quote("resource_report_wall_time_ms")
+    return (
+        f"INSERT INTO {table} ({names}) VALUES ({placeholders}) "
+        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {updates} "
+        f"WHERE NOT COALESCE(excluded.{seq} < {table}.{seq}, FALSE) "
+        f"OR COALESCE(excluded.{wall} > {table}.{wall}, FALSE)"
+    )
+
+
 def upsert_latest_resource(resource_model, instance_id, columns):
     """One INSERT … ON CONFLICT DO UPDATE of an instance's latest resource.
 
@@ -120,24 +162,16 @@ def upsert_latest_resource(resource_model, instance_id, columns):
     than the stored one, unless its wall time is newer (the agent restarted
     and its sequence began again). Returns False when skipped.
     """
-    quote = connection.ops.quote_name
-    table = quote(resource_model._meta.db_table)
-    values = {**columns, "instance_id": instance_id, "has_raw_resource": bool(columns["raw_resource"])}
-    params = [
-        resource_model._meta.get_field(
-            "instance" if name == "instance_id" else name
-        ).get_db_prep_save(values[name], connection)
-        for name in UPSERT_COLUMNS
-    ]
-    names = ", ".join(quote(name) for name in UPSERT_COLUMNS)
-    updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in UPSERT_COLUMNS[1:])
-    seq, wall = quote("report_seq"), quote("resource_report_wall_time_ms")
-    sql = (
-        f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(UPSERT_COLUMNS))}) "
-        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {updates} "
-        f"WHERE NOT COALESCE(excluded.{seq} < {table}.{seq}, FALSE) "
-        f"OR COALESCE(excluded.{wall} > {table}.{wall}, FALSE)"
-    )
+    # normalise_snapshot yields plain floats, ints, strings and None, which
+    # every driver takes as they are; the snapshot goes in as JSON text
+    # (orjson: a tenth of the standard encoder's time on a 6 KB snapshot).
+    values = {
+        **columns,
+        "instance_id": instance_id,
+        "raw_resource": orjson.dumps(columns["raw_resource"]).decode(),
+        "has_raw_resource": bool(columns["raw_resource"]),
+    }
+    sql = _upsert_sql(connection.vendor, resource_model._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [values[name] for name in UPSERT_COLUMNS])
         return cursor.rowcount == 1

@@ -41,6 +41,9 @@ def number(value):
 
 def integer(value):
     """Like ``number`` but rounded to an int that fits a BIGINT column."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # Exact: going through float would round ids and timestamps past 2**53.
+        return value if abs(value) <= MAX_DB_INT else None
     result = number(value)
     if result is None or abs(result) > MAX_DB_INT:
         return None

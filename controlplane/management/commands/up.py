@@ -61,7 +61,6 @@ class Command(BaseCommand):
         base_url = f"http://{advertise_host}:{port}"
 
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("collectstatic", interactive=False, verbosity=0)
         ensure_schedules(roles)
 
         env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port)
