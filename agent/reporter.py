@@ -61,10 +61,10 @@ class ProxyClient:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
     def post(self, path, body, timeout_s=None) -> Answer:
-        url = self.base_url + path
+        """POST ``body``: an object, or JSON bytes already encoded."""
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         try:
-            response = self.session.post(url, data=json.dumps(body, separators=(",", ":")).encode(),
-                                         timeout=timeout_s or self.timeout_s)
+            response = self.session.post(self.base_url + path, data=data, timeout=timeout_s or self.timeout_s)
         except requests.RequestException as error:
             return Answer(UNAVAILABLE, detail=f"{type(error).__name__}: {error}")
         try:
@@ -193,7 +193,7 @@ class Reporter:
             self._next_heartbeat_at = now + self.heartbeat_interval_s
         if now >= self._next_report_at:
             snapshot = self._store.latest()
-            if snapshot is not None and not self._settle(self._send_snapshot(snapshot), "snapshot report"):
+            if snapshot is not None and not self._settle(self._send_snapshot(), "snapshot report"):
                 return self._retry_at - now
             self._next_report_at = _next_slot(self._next_report_at, self._interval_s, self._clock())
         if now >= self._next_heartbeat_at:
@@ -241,19 +241,23 @@ class Reporter:
                  self.heartbeat_interval_s)
         return answer
 
-    def _send_snapshot(self, snapshot) -> Answer:
+    def _send_snapshot(self) -> Answer:
+        snapshot, encoded = self._store.latest_pair()
         self.report_seq += 1
-        body = {
-            "instance_id": self.instance_id,
-            "snapshot": snapshot,
-            "metadata": {
-                "reported_instance_id": snapshot.get("instance_id"),
-                "report_monotonic_ms": int(self._clock() * 1000),
-                "report_wall_time_ms": self._wall_ms(),
-                "agent_snapshot_timestamp_ms": snapshot.get("timestamp_ms"),
-                "report_seq": self.report_seq,
-            },
+        metadata = {
+            "reported_instance_id": snapshot.get("instance_id"),
+            "report_monotonic_ms": int(self._clock() * 1000),
+            "report_wall_time_ms": self._wall_ms(),
+            "agent_snapshot_timestamp_ms": snapshot.get("timestamp_ms"),
+            "report_seq": self.report_seq,
         }
+        # The store already holds the snapshot's JSON: splice it in rather
+        # than encode the same object a second time every report.
+        body = b"".join((
+            b'{"instance_id":', json.dumps(self.instance_id).encode(),
+            b',"snapshot":', encoded,
+            b',"metadata":', json.dumps(metadata, separators=(",", ":")).encode(), b"}",
+        ))
         return self._client.post(SNAPSHOT_PATH, body)
 
     # --- one-shot use (--once) -----------------------------------------------
@@ -266,12 +270,12 @@ class Reporter:
                 return answer
         if self._store.latest() is None:
             return Answer(REJECTED, detail="no snapshot to report")
-        answer = self._send_snapshot(self._store.latest())
+        answer = self._send_snapshot()
         if answer.kind == UNKNOWN_INSTANCE and self._register_enabled:
             self.registered = False
             answer = self._register()
             if answer.kind == OK:
-                answer = self._send_snapshot(self._store.latest())
+                answer = self._send_snapshot()
         return answer
 
     # --- thread ---------------------------------------------------------------

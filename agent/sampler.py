@@ -70,11 +70,11 @@ def cpu_usage(previous_per_core, current_per_core):
         busy_now, total_now = _busy_and_total(now)
         busy_sum += busy_now - busy_before
         total_sum += total_now - total_before
+        # None for a core whose counters did not move (offline): it has no share.
         per_core.append(_busy_pct(busy_now - busy_before, total_now - total_before))
     total = _busy_pct(busy_sum, total_sum)
     if total is None:
         return None, None
-    # A core whose counters did not move (offline) has no share to report.
     return total, per_core
 
 

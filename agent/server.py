@@ -138,9 +138,10 @@ class AgentHTTPServer(ThreadingHTTPServer):
 class AgentServer:
     """Runs ``AgentHTTPServer`` on a background thread."""
 
-    def __init__(self, host, port, store, instance_id, max_connections=16, poll_interval_s=0.5):
+    def __init__(self, host, port, store, instance_id, max_connections=16, poll_interval_s=60.0):
         self.httpd = AgentHTTPServer((host, port), store, instance_id, max_connections)
-        # How often the serving loop checks for shutdown; each check is a wakeup.
+        # The serving loop only wakes to look for a shutdown request; stop()
+        # wakes it with a connection instead, so an idle agent stays asleep.
         self._poll_interval_s = poll_interval_s
         self._thread = None
 
@@ -155,6 +156,22 @@ class AgentServer:
 
     def stop(self):
         if self._thread is not None:
-            self.httpd.shutdown()
+            stopper = threading.Thread(target=self.httpd.shutdown, daemon=True)
+            stopper.start()
+            # Until the loop has seen the request, each connection makes its
+            # select() return; one that lands before the flag is just served.
+            while stopper.is_alive():
+                self._wake()
+                stopper.join(0.05)
             self._thread.join(5)
         self.httpd.server_close()
+
+    def _wake(self):
+        host, port = self.httpd.server_address[:2]
+        if host in ("0.0.0.0", "::", ""):
+            host = "::1" if self.httpd.address_family == socket.AF_INET6 else "127.0.0.1"
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                pass
+        except OSError:
+            pass

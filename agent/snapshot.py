@@ -88,6 +88,11 @@ class SnapshotStore:
         with self._lock:
             return self._body
 
+    def latest_pair(self):
+        """``(snapshot, body)`` of the same sample, or ``(None, None)``."""
+        with self._lock:
+            return self._snapshot, self._body
+
     def wait_for_first(self, timeout_s):
         with self._lock:
             return self.updated.wait_for(lambda: self._snapshot is not None, timeout_s)

@@ -3,6 +3,7 @@
 import http.client
 import json
 import socket
+import time
 
 import pytest
 
@@ -18,7 +19,7 @@ def store():
 
 @pytest.fixture
 def server(store):
-    server = AgentServer("127.0.0.1", 0, store, lambda: "i-7", max_connections=2, poll_interval_s=0.01)
+    server = AgentServer("127.0.0.1", 0, store, lambda: "i-7", max_connections=2)
     server.start()
     yield server
     server.stop()
@@ -104,3 +105,15 @@ def test_connections_beyond_the_limit_are_refused_with_503(server):
         if status == 200:
             break
     assert status == 200
+
+
+def test_stop_does_not_wait_for_the_idle_poll(store):
+    # The serving loop sleeps up to a minute between shutdown checks; stop()
+    # must wake it rather than wait.
+    server = AgentServer("127.0.0.1", 0, store, lambda: "i-7", poll_interval_s=60)
+    server.start()
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=1)
