@@ -49,6 +49,8 @@ DEVICE_FAILURES = {
     NVML_ERROR_DRIVER_NOT_LOADED: "driver_not_loaded",
     NVML_ERROR_LIB_RM_VERSION_MISMATCH: "driver_version_mismatch",
 }
+# Failures of the library rather than of one GPU: only a fresh nvmlInit helps.
+LIBRARY_FAILURES = {"nvml_uninitialized", "driver_not_loaded", "driver_version_mismatch"}
 UNSUPPORTED_CODES = {NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND}
 # NVML's "value not available" sentinels (unsigned -1).
 NOT_AVAILABLE = {0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
@@ -223,8 +225,13 @@ class GpuMonitor:
         return [gpu.name for gpu in self._gpus]
 
     def open(self):
-        """Initialise NVML and attach every GPU. Never raises; ``status`` says how it went."""
+        """Initialise NVML and attach every GPU. Never raises; ``status`` says how it went.
+
+        When NVML cannot be opened again at run time, the GPUs seen before stay
+        listed (as errors): a GPU host must not pass for a host without GPUs.
+        """
         self._retry_at = None
+        self.close()
         if self._nvml is None:
             try:
                 self._nvml = importlib.import_module("pynvml")
@@ -294,6 +301,13 @@ class GpuMonitor:
                 entry = self._failed_entry(gpu, now, f"agent_error:{type(error).__name__}")
             self._note_health(gpu, entry)
             entries.append(entry)
+        if self._gpus and self._retry_at is None and all(
+                gpu.handle is None and gpu.attach_failure in LIBRARY_FAILURES for gpu in self._gpus):
+            # The driver was reloaded or upgraded under us: the library's state
+            # is stale until NVML is initialised afresh.
+            log.warning("NVML lost its driver (%s); reinitialising in %d s", self._gpus[0].attach_failure,
+                        NVML_RETRY_MS // 1000)
+            self._retry_at = now + NVML_RETRY_MS
         return entries
 
     def _note_health(self, gpu, entry):

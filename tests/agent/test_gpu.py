@@ -253,3 +253,19 @@ def test_close_shuts_nvml_down(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
     gpus.close()
     assert two_gpus.initialised == 0
+
+
+def test_nvml_is_reinitialised_after_the_driver_went_away(clock, two_gpus):
+    gpus = monitor(two_gpus, clock)
+    gpus.sample()
+    two_gpus.initialised = 0  # driver reloaded: every call now answers Uninitialized
+    clock.advance(1000)
+    assert [gpu["health_reasons"] for gpu in gpus.sample()] == [["nvml_uninitialized"]] * 2
+    clock.advance(1000)
+    still = gpus.sample()
+    assert [gpu["health"] for gpu in still] == ["error", "error"]  # still listed, not a GPU-less host
+    assert two_gpus.calls["nvmlInit"] == 1
+    clock.advance(60_000)
+    back = gpus.sample()
+    assert two_gpus.calls["nvmlInit"] == 2
+    assert [gpu["health"] for gpu in back] == ["ok", "ok"] and gpus.status == "ok"
