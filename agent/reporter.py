@@ -186,21 +186,25 @@ class Reporter:
             self._retry_at = None
         if self._register_enabled and not self.registered:
             if not self._settle(self._register(), "register"):
-                return self._retry_at - now
+                return self._until_retry()
         if self._next_report_at is None:
             self._next_report_at = now
         if self._next_heartbeat_at is None:
             self._next_heartbeat_at = now + self.heartbeat_interval_s
         if now >= self._next_report_at:
-            snapshot = self._store.latest()
-            if snapshot is not None and not self._settle(self._send_snapshot(), "snapshot report"):
-                return self._retry_at - now
+            if self._store.latest() is not None and not self._settle(self._send_snapshot(), "snapshot report"):
+                return self._until_retry()
             self._next_report_at = _next_slot(self._next_report_at, self._interval_s, self._clock())
         if now >= self._next_heartbeat_at:
             if not self._settle(self._client.post(HEARTBEAT_PATH, {"instance_id": self.instance_id}), "heartbeat"):
-                return self._retry_at - now
+                return self._until_retry()
             self._next_heartbeat_at = self._clock() + self.heartbeat_interval_s
         return max(0.0, min(self._next_report_at, self._next_heartbeat_at) - self._clock())
+
+    def _until_retry(self):
+        # From the clock now, not from the round's start: a request that timed
+        # out has already used part of the wait.
+        return max(0.0, self._retry_at - self._clock())
 
     def _settle(self, answer: Answer, what) -> bool:
         """Book an answer: True to go on, False when a retry has been scheduled."""
