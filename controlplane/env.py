@@ -94,7 +94,7 @@ def sqlite_database(name):
     if name != ":memory:":
         Path(name).parent.mkdir(parents=True, exist_ok=True)
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        "ENGINE": "controlplane.sqlite_backend",
         "NAME": name,
         "OPTIONS": {
             # Concurrent writers (several gunicorn workers, the q cluster,
@@ -103,7 +103,7 @@ def sqlite_database(name):
             # "database is locked" instead of waiting.
             "timeout": 20,
             "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=268435456;",
         },
         "CONN_MAX_AGE": env_int("FLEETWATCH_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,

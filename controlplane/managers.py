@@ -83,3 +83,18 @@ class LivenessManager(models.Manager):
                     self.model.record_change(pk, old_status, EXPIRED, "retention passed", now)
                     deleted += 1
         return deleted
+
+
+class HistoryManager(models.Manager):
+    """Rows that only age out; ``time_field`` holds their epoch seconds."""
+
+    time_field = "at"
+
+    def prune(self, now, keep_s):
+        """Delete rows older than ``keep_s``; returns how many.
+
+        One DELETE on an indexed column (no signals or cascades hang off
+        these models, so Django issues it without loading rows); running it
+        twice at once only deletes nothing the second time.
+        """
+        return self.filter(**{f"{self.time_field}__lt": now - keep_s}).delete()[0]

@@ -19,5 +19,4 @@ def delete_expired_instances():
 
 def prune_instance_history():
     """Delete status changes older than the status history window."""
-    cut = clock.now() - settings.FLEETWATCH_STATUS_HISTORY_S
-    return InstanceStatusChange.objects.filter(at__lt=cut).delete()[0]
+    return InstanceStatusChange.objects.prune(clock.now(), settings.FLEETWATCH_STATUS_HISTORY_S)

@@ -9,7 +9,7 @@ takes a row lock to merge.
 from django.db import IntegrityError, models, transaction
 
 from controlplane.liveness import Status
-from controlplane.managers import LivenessManager
+from controlplane.managers import HistoryManager, LivenessManager
 
 
 class ProxyManager(LivenessManager):
@@ -78,21 +78,6 @@ def summary_fields(pool_resource, now):
     if pool_resource is None:
         return {}
     return {"pool_resource": pool_resource, "pool_resource_reported_at": now}
-
-
-class HistoryManager(models.Manager):
-    """Rows that only age out; ``time_field`` holds their epoch seconds."""
-
-    time_field = "at"
-
-    def prune(self, now, keep_s):
-        """Delete rows older than ``keep_s``; returns how many.
-
-        One DELETE on an indexed column (no signals or cascades hang off
-        these models, so Django issues it without loading rows); running it
-        twice at once only deletes nothing the second time.
-        """
-        return self.filter(**{f"{self.time_field}__lt": now - keep_s}).delete()[0]
 
 
 class PoolResourceSampleManager(HistoryManager):

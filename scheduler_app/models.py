@@ -3,7 +3,8 @@
 from django.db import models
 
 from controlplane.models import LivenessFields, StatusChangeBase
-from scheduler_app.managers import HistoryManager, PoolResourceSampleManager, ProxyManager
+from controlplane.managers import HistoryManager
+from scheduler_app.managers import PoolResourceSampleManager, ProxyManager
 from scheduler_app.summary import ADMISSION_STATE_LENGTH, summary_columns
 
 DEFAULT_ENDPOINTS = ("chat/completions", "completions")

@@ -49,7 +49,7 @@ def test_it_reads_ints_and_lists(monkeypatch):
 
 def test_it_puts_a_relative_sqlite_path_under_the_project(tmp_path):
     database = database_from_url("sqlite:///var/db/fleet.sqlite3", tmp_path)
-    assert database["ENGINE"] == "django.db.backends.sqlite3"
+    assert database["ENGINE"] == "controlplane.sqlite_backend"
     assert database["NAME"] == str(tmp_path / "var" / "db" / "fleet.sqlite3")
     assert (tmp_path / "var" / "db").is_dir()
 

@@ -1,0 +1,105 @@
+"""Periodic tasks: registered idempotently, each runnable by hand as a command."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django_q.models import Schedule
+
+from controlplane.liveness import Status
+from controlplane.tasks import PERIODIC_TASKS, ensure_schedules
+from proxy_app.models import Instance, InstanceStatusChange
+from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
+from tests.conftest import T0
+
+pytestmark = pytest.mark.django_db
+
+
+def run(command):
+    out = io.StringIO()
+    call_command(command, stdout=out)
+    return out.getvalue().strip()
+
+
+def test_it_registers_each_schedule_once_however_often_it_runs():
+    ensure_schedules(["proxy", "scheduler"])
+    ensure_schedules(["proxy", "scheduler"])
+    assert Schedule.objects.count() == len(PERIODIC_TASKS)
+    assert set(Schedule.objects.values_list("func", flat=True)) == {t.func for t in PERIODIC_TASKS}
+
+
+def test_it_keeps_only_the_schedules_of_the_roles_it_runs():
+    ensure_schedules(["proxy", "scheduler"])
+    ensure_schedules(["scheduler"])
+    assert set(Schedule.objects.values_list("func", flat=True)) == {
+        t.func for t in PERIODIC_TASKS if t.role == "scheduler"
+    }
+
+
+def test_every_scheduled_function_exists():
+    from django.utils.module_loading import import_string
+
+    for task in PERIODIC_TASKS:
+        assert callable(import_string(task.func))
+
+
+def register_instance(instance_id="i-1"):
+    Instance.objects.register(instance_id=instance_id, host="h", port=1, endpoints=[], tags=[], weight=1.0,
+                              meta={}, capabilities=None, now=T0)
+
+
+def test_sweep_instances_records_each_transition_once(frozen):
+    register_instance()
+    frozen.shift(20)  # past the alive window (15 s), within the TTL (30 s)
+    assert run("sweep_instances") == "sweep_instances: 1"
+    assert run("sweep_instances") == "sweep_instances: 0"
+    frozen.shift(20)
+    assert run("sweep_instances") == "sweep_instances: 1"
+    assert list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
+                .values_list("old_status", "new_status")) == [
+        ("", Status.ALIVE), (Status.ALIVE, Status.SUSPECT), (Status.SUSPECT, Status.STALE)]
+
+
+def test_delete_expired_instances_waits_for_the_retention(frozen, settings):
+    settings.FLEETWATCH_RETENTION_S = 3600
+    register_instance()
+    frozen.shift(3599)
+    assert run("delete_expired_instances") == "delete_expired_instances: 0"
+    frozen.shift(2)
+    assert run("delete_expired_instances") == "delete_expired_instances: 1"
+    assert not Instance.objects.exists()
+    assert InstanceStatusChange.objects.filter(instance_id="i-1", new_status="expired").exists()
+
+
+def test_prune_instance_history_drops_old_status_changes(frozen, settings):
+    settings.FLEETWATCH_STATUS_HISTORY_S = 100
+    register_instance()
+    frozen.shift(101)
+    assert run("prune_instance_history") == "prune_instance_history: 1"
+    assert not InstanceStatusChange.objects.exists()
+
+
+def register_proxy(api, **fields):
+    response = api.post("/v1/proxy/register", {"proxy_id": "pxy-a", "host": "10.0.0.1", "port": 8002, **fields})
+    assert response.status_code == 200
+
+
+def test_sweep_and_expiry_of_proxies(api, frozen, settings):
+    settings.FLEETWATCH_RETENTION_S = 3600
+    register_proxy(api)
+    frozen.shift(31)
+    assert run("sweep_proxies") == "sweep_proxies: 1"
+    assert Proxy.objects.get(pk="pxy-a").status == Status.STALE
+    frozen.shift(3600)
+    assert run("delete_expired_proxies") == "delete_expired_proxies: 1"
+    assert ProxyStatusChange.objects.filter(proxy_id="pxy-a", new_status="expired").exists()
+
+
+def test_prune_pool_history_keeps_the_window(api, frozen, settings):
+    settings.FLEETWATCH_POOL_HISTORY_S = 3600
+    settings.FLEETWATCH_STATUS_HISTORY_S = 7200
+    register_proxy(api, pool_resource={"schema_version": 1, "instances": {"alive": 1}})
+    frozen.shift(3601)
+    api.post("/v1/proxy/heartbeat", {"proxy_id": "pxy-a", "pool_resource": {"schema_version": 1}})
+    assert run("prune_pool_history") == "prune_pool_history: 1"  # the first sample only
+    assert PoolResourceSample.objects.count() == 1

@@ -1,0 +1,104 @@
+"""The proxy → scheduler link, one turn at a time, against a real scheduler over HTTP.
+
+``live_server`` serves this test database (both roles) on a real socket, so
+the link's requests are real HTTP; the random part of the backoff is injected.
+"""
+
+import pytest
+import requests
+
+from controlplane.liveness import Status
+from proxy_app.link import ProxyLink, backoff_delay, link_status
+from proxy_app.models import Instance, SchedulerLinkState
+from scheduler_app.models import PoolResourceSample, Proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def proxy_settings(settings):
+    settings.FLEETWATCH_PROXY_ID = "pool-a"
+    settings.FLEETWATCH_PROXY_HEARTBEAT_S = 2.0
+    return settings
+
+
+@pytest.fixture
+def link(live_server, proxy_settings):
+    return ProxyLink(live_server.url, rand=lambda: 0.5, timeout=5)
+
+
+def closed_port_url():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_it_registers_first_with_a_pool_summary(link):
+    delay = link.step()
+    assert delay == 2.0  # the interval the scheduler answered
+    proxy = Proxy.objects.get(pk="pool-a")
+    assert proxy.pool_resource["proxy_id"] == "pool-a"
+    assert proxy.pool_resource["schema_version"] == 1
+    assert proxy.max_capacity == 8
+
+
+def test_it_heartbeats_with_a_fresh_summary(link):
+    link.step()
+    Instance.objects.register(instance_id="i-1", host="h", port=1, endpoints=[], tags=[], weight=1.0, meta={},
+                              capabilities=None, now=__import__("time").time())
+    assert link.step() == 2.0
+    proxy = Proxy.objects.get(pk="pool-a")
+    assert proxy.pool_resource["instances"]["alive"] == 1
+    assert PoolResourceSample.objects.filter(proxy_id="pool-a").count() == 2
+
+
+def test_it_sends_meta_patch_only_when_the_meta_changed(link, proxy_settings):
+    link.step()
+    summary = {"load": {"inflight_total": None, "qps_1m_total": None}, "utilization": {"gpu_util_avg": None}}
+    assert "meta_patch" not in link.heartbeat_body(summary)
+    proxy_settings.FLEETWATCH_PROXY_CAPACITY = 16
+    assert link.heartbeat_body(summary)["meta_patch"]["capacity"] == 16
+
+
+def test_it_re_registers_at_once_when_the_scheduler_forgot_it(link):
+    link.step()
+    Proxy.objects.unregister("pool-a", 0.0)
+    assert link.step() == 0.0  # the 404: no wait before registering again
+    assert not link.registered
+    assert link.step() == 2.0
+    assert Proxy.objects.filter(pk="pool-a", status=Status.ALIVE).exists()
+
+
+def test_it_backs_off_with_jitter_capped_at_the_interval_when_unreachable(proxy_settings):
+    link = ProxyLink(closed_port_url(), rand=lambda: 1.0, timeout=1)
+    delays = [link.step() for _ in range(6)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]  # fallback interval 5 s caps it
+    state = SchedulerLinkState.objects.get(pk="pool-a")
+    assert state.consecutive_failures == 6
+    assert state.registered is False
+    assert "ConnectionError" in state.last_error
+
+
+def test_its_outcome_shows_on_debug_status(link, live_server):
+    link.step()
+    status = requests.get(live_server.url + "/debug/status", timeout=5).json()["scheduler_link"]
+    assert status["registered"] is True
+    assert status["last_action"] == "register"
+    assert status["consecutive_failures"] == 0
+    assert status["last_ok_at"] is not None
+    assert link_status() == status
+
+
+def test_it_unregisters_on_shutdown(link):
+    link.step()
+    assert link.unregister() is True
+    assert not Proxy.objects.filter(pk="pool-a").exists()
+
+
+def test_backoff_grows_from_half_a_second_and_keeps_half_of_it_fixed():
+    assert backoff_delay(1, cap_s=30, rand=lambda: 0.0) == 0.25
+    assert backoff_delay(1, cap_s=30, rand=lambda: 1.0) == 0.5
+    assert backoff_delay(4, cap_s=30, rand=lambda: 1.0) == 4.0
+    assert backoff_delay(20, cap_s=30, rand=lambda: 0.0) == 15.0
