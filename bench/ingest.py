@@ -7,7 +7,7 @@ and prints throughput, p50/p99 latency and the ingest/bare ratio measured in
 the same run. Then seeds 10,000 instances with resources and times
 GET /debug/pool_resource.
 
-    .venv/bin/python bench/ingest.py [--seconds 15] [--workers 4] [--database-url URL]
+    .venv/bin/python bench/ingest.py [--seconds 10] [--rounds 3] [--workers 4] [--database-url URL]
 
 Needs wrk (Debian: apt-get install wrk).
 """
@@ -146,7 +146,7 @@ from bench.ingest import realistic_snapshot
 now = time.time()
 snapshot = realistic_snapshot()
 columns = normalise_snapshot(snapshot, {{"report_seq": 1}}, now)
-Instance.objects.filter(instance_id__startswith="pool-").delete()
+Instance.objects.all().delete()
 Instance.objects.bulk_create([Instance(instance_id=f"pool-{{i}}", host="10.9.0.1", port=1 + i % 65000,
     registered_at=now, last_seen_at=now, inflight=i % 7, qps_1m=1.5) for i in range({count})], batch_size=1000)
 InstanceResource.objects.bulk_create([InstanceResource(instance_id=f"pool-{{i}}", has_raw_resource=True,
@@ -170,7 +170,8 @@ def time_pool_resource(url, rounds=40):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=3, help="bare/ingest pairs to run")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--instances", type=int, default=1000, help="distinct instances the load reports for")
     parser.add_argument("--pool-size", type=int, default=10_000)
@@ -217,18 +218,26 @@ def main():
               f"concurrency {CONCURRENCY}; {args.seconds} s per run; database {env['DATABASE_URL'].split(':')[0]}")
 
         run_wrk(url, "GET", "/bench/bare", "", 2, per_thread)  # warm-up
-        bare = run_wrk(url, "GET", "/bench/bare", "", args.seconds, per_thread)
-        ingest = run_wrk(url, "POST", "/v1/instance/resource_snapshot", body, args.seconds, per_thread)
-        if os.environ.get("BENCH_READ"):
-            read = run_wrk(url, "POST", "/bench/bare_read", body, args.seconds, per_thread)
-            print("bare POST read+parse", read["rps"])
-        for name, result in (("bare view", bare), ("snapshot ingest", ingest)):
-            print(f"{name:16s} {result['rps']:8.0f} req/s   p50 {result['p50_us'] / 1000:6.2f} ms   "
-                  f"p99 {result['p99_us'] / 1000:6.2f} ms   non-2xx {result['non_2xx']}   "
-                  f"socket errors {result['socket_errors']}")
-        ratio = ingest["rps"] / bare["rps"]
-        verdict = "PASS" if ratio >= TARGET_RATIO and ingest["non_2xx"] == 0 else "FAIL"
-        print(f"ingest / bare throughput ratio: {ratio:.2f} (target ≥ {TARGET_RATIO:.2f}) {verdict}")
+        # Bare and ingest runs alternate, so a noisy neighbour hits both alike;
+        # the verdict uses the median ratio of the rounds.
+        ratios = []
+        for round_no in range(1, args.rounds + 1):
+            bare = run_wrk(url, "GET", "/bench/bare", "", args.seconds, per_thread)
+            ingest = run_wrk(url, "POST", "/v1/instance/resource_snapshot", body, args.seconds, per_thread)
+            ratio = ingest["rps"] / bare["rps"]
+            ratios.append(ratio)
+            print(f"round {round_no}")
+            for name, result in (("bare view", bare), ("snapshot ingest", ingest)):
+                print(f"  {name:16s} {result['rps']:8.0f} req/s   p50 {result['p50_us'] / 1000:6.2f} ms   "
+                      f"p99 {result['p99_us'] / 1000:6.2f} ms   non-2xx {result['non_2xx']}   "
+                      f"socket errors {result['socket_errors']}")
+            print(f"  ingest / bare throughput ratio: {ratio:.2f}")
+            if ingest["non_2xx"]:
+                raise SystemExit("ingest answered non-2xx: the benchmark is invalid")
+        median = statistics.median(ratios)
+        verdict = "PASS" if median >= TARGET_RATIO else "FAIL"
+        print(f"median ingest / bare ratio over {args.rounds} rounds: {median:.2f} "
+              f"(target ≥ {TARGET_RATIO:.2f}) {verdict}")
 
         seed_pool(env, args.pool_size)
         median_ms, worst_ms, instances = time_pool_resource(url)
