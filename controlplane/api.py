@@ -99,6 +99,23 @@ class JSONObjectField(serializers.JSONField):
         return data
 
 
+class NullAsDefaultMixin:
+    """Treat an explicit null like an absent field (old clients send nulls)."""
+
+    def validate_empty_values(self, data):
+        if data is None and self.default is not serializers.empty:
+            return True, self.get_default()
+        return super().validate_empty_values(data)
+
+
+class ListOrNull(NullAsDefaultMixin, StrictListOfStrings):
+    pass
+
+
+class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
+    pass
+
+
 # --- base viewset ---------------------------------------------------------------
 
 
@@ -135,6 +152,22 @@ class ControlPlaneViewSet(viewsets.ViewSet):
 
     authentication_classes = []
     permission_classes = []
+
+    def rows_response(self, queryset, row):
+        """A list endpoint's answer: the bare array SPEC asks for, or with
+        ``limit``/``offset`` a page object, so a client can tell how far to go."""
+        limit = query_int(self.request, "limit", minimum=1, maximum=10_000)
+        offset = query_int(self.request, "offset")
+        if limit is None and offset is None:
+            return Response([row(item) for item in queryset])
+        offset = offset or 0
+        page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
+        return Response({
+            "count": queryset.count(),
+            "limit": limit,
+            "offset": offset,
+            "results": [row(item) for item in page],
+        })
 
     def validated(self, serializer_class):
         """Validate ``request.data`` (an object) or raise the 400 envelope."""

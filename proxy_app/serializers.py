@@ -4,32 +4,16 @@ from rest_framework import serializers
 
 from controlplane.api import (
     JSONObjectField,
+    ListOrNull,
+    ObjectOrNull,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
-    StrictListOfStrings,
 )
 from controlplane.liveness import is_alive, status_at
 from proxy_app.normalise import RESOURCE_FIELDS
 
 ID_LENGTH = 255
-
-
-class NullAsDefaultMixin:
-    """Treat an explicit null like an absent field (old clients send nulls)."""
-
-    def validate_empty_values(self, data):
-        if data is None and self.default is not serializers.empty:
-            return True, self.get_default()
-        return super().validate_empty_values(data)
-
-
-class ListOrNull(NullAsDefaultMixin, StrictListOfStrings):
-    pass
-
-
-class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
-    pass
 
 
 class RegisterSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, query_bool, query_int
+from controlplane.api import ControlPlaneViewSet, query_bool
 from proxy_app import pool
 from proxy_app.link import link_status
 from proxy_app.managers import IngestResult
@@ -70,22 +70,10 @@ class InstanceViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="list")
     def list_instances(self, request):
         include_dead = query_bool(request, "include_dead", False)
-        limit = query_int(request, "limit", minimum=1, maximum=10_000)
-        offset = query_int(request, "offset")
         now = clock.now()
         queryset = instances_in_view(include_dead, now)
         context = {"now": now, "ttl_s": pool.ttl_s(), "heartbeat_interval_s": pool.heartbeat_interval_s()}
-        if limit is None and offset is None:
-            return Response([instance_row(i, **context) for i in queryset])
-        # Paged: an object, so a client can tell how far to go.
-        offset = offset or 0
-        page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
-        return Response({
-            "count": queryset.count(),
-            "limit": limit,
-            "offset": offset,
-            "results": [instance_row(i, **context) for i in page],
-        })
+        return self.rows_response(queryset, lambda i: instance_row(i, **context))
 
 
 class PoolDebugViewSet(ControlPlaneViewSet):

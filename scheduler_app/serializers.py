@@ -6,12 +6,13 @@ from rest_framework import serializers
 
 from controlplane.api import (
     JSONObjectField,
+    ListOrNull,
+    ObjectOrNull,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
 )
 from controlplane.liveness import is_alive, status_at
-from proxy_app.serializers import ListOrNull, ObjectOrNull
 from scheduler_app.models import default_endpoints
 
 ID_LENGTH = 255

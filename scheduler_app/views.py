@@ -5,7 +5,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, query_bool, query_int
+from controlplane.api import ControlPlaneViewSet, query_bool
 from scheduler_app import fleet
 from scheduler_app.models import PoolResourceSample, Proxy
 from scheduler_app.serializers import (
@@ -63,22 +63,10 @@ class ProxyViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="list")
     def list_proxies(self, request):
         include_dead = query_bool(request, "include_dead", False)
-        limit = query_int(request, "limit", minimum=1, maximum=10_000)
-        offset = query_int(request, "offset")
         now = clock.now()
         queryset = proxies_in_view(include_dead, now)
         context = {"now": now, "ttl_s": fleet.ttl_s(), "heartbeat_interval_s": fleet.heartbeat_interval_s()}
-        if limit is None and offset is None:
-            return Response([proxy_row(p, **context) for p in queryset])
-        # Paged: an object, so a client can tell how far to go.
-        offset = offset or 0
-        page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
-        return Response({
-            "count": queryset.count(),
-            "limit": limit,
-            "offset": offset,
-            "results": [proxy_row(p, **context) for p in page],
-        })
+        return self.rows_response(queryset, lambda p: proxy_row(p, **context))
 
 
 class FleetDebugViewSet(ControlPlaneViewSet):
