@@ -78,10 +78,12 @@ class InstanceResource(models.Model):
     reported_instance_id = models.CharField(max_length=255, null=True, blank=True)
     agent_snapshot_timestamp_ms = models.BigIntegerField(null=True, blank=True)
     report_seq = models.BigIntegerField(null=True, blank=True)
-    raw_resource = models.JSONField(default=dict, blank=True)
     # False when the snapshot was an empty object: such an instance is alive
     # but not "reporting" (SPEC 5), and SQL cannot test JSON emptiness portably.
     has_raw_resource = models.BooleanField(default=False)
+    # Last on purpose: SQLite stores columns in this order, and a scan that
+    # aggregates the columns above never has to step over the large JSON.
+    raw_resource = models.JSONField(default=dict, blank=True)
 
     def __str__(self):
         return f"resource of {self.instance_id}"
