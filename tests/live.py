@@ -89,6 +89,9 @@ class LiveServer:
         self.database = database or LiveDatabase(tmp_path)
         self.roles = roles
         self.agent = agent
+        # ``up`` starts its agent on 127.0.0.1:9201 unless told otherwise; a
+        # port of its own keeps parallel servers (or a host agent) from clashing.
+        self.agent_listen = f"127.0.0.1:{free_port()}" if agent else None
         self.extra_env = dict(env or {})
         self.process = None
         self.log_path = self.tmp_path / f"server-{self.port}.log"
@@ -114,6 +117,8 @@ class LiveServer:
                 "--port", str(self.port), "--workers", "2"]
         if not self.agent:
             argv.append("--no-agent")
+        elif self.agent_listen:
+            argv += ["--agent-listen", self.agent_listen]
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(argv, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
         log.close()
