@@ -39,8 +39,12 @@ FLEETWATCH_POOL_HISTORY_S = env_int("FLEETWATCH_POOL_HISTORY_S", 24 * 3600)
 
 FLEETWATCH_PROXY_ID = env_str("FLEETWATCH_PROXY_ID", "")
 FLEETWATCH_SCHEDULER_URL = env_str("FLEETWATCH_SCHEDULER_URL", "")
-FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "127.0.0.1")
-FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 8000)
+# The address this Proxy registers with the Scheduler. Empty/0: the address
+# `manage.py up` listens on (127.0.0.1:8000 outside `up`).
+FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
+FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
+# gunicorn workers started by `up`; 0: 2 × CPUs, at most 8.
+FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
 
 # --- Django -----------------------------------------------------------------

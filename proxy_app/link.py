@@ -43,7 +43,7 @@ def default_scheduler_url():
     if settings.FLEETWATCH_SCHEDULER_URL:
         return settings.FLEETWATCH_SCHEDULER_URL.rstrip("/")
     if "scheduler" in settings.FLEETWATCH_ROLES:
-        return f"http://{settings.FLEETWATCH_ADVERTISE_HOST}:{settings.FLEETWATCH_ADVERTISE_PORT}"
+        return pool.advertised_url()
     return ""
 
 
@@ -70,7 +70,7 @@ class ProxyLink:
     def meta(self):
         return {
             "roles": list(settings.FLEETWATCH_ROLES),
-            "proxy_url": f"http://{settings.FLEETWATCH_ADVERTISE_HOST}:{settings.FLEETWATCH_ADVERTISE_PORT}",
+            "proxy_url": pool.advertised_url(),
             "capacity": settings.FLEETWATCH_PROXY_CAPACITY,
         }
 
@@ -82,10 +82,11 @@ class ProxyLink:
         }
 
     def register_body(self, summary):
+        host, port = pool.advertised_address()
         return {
             "proxy_id": self.proxy_id,
-            "host": settings.FLEETWATCH_ADVERTISE_HOST,
-            "port": settings.FLEETWATCH_ADVERTISE_PORT,
+            "host": host,
+            "port": port,
             "meta": self.meta(),
             "max_capacity": settings.FLEETWATCH_PROXY_CAPACITY,
             "instance_count": summary["instances"]["alive"],

@@ -15,11 +15,20 @@ def heartbeat_interval_s():
     return liveness.heartbeat_interval_for_ttl(ttl_s())
 
 
+def advertised_address():
+    """(host, port) this Proxy registers with the Scheduler."""
+    return settings.FLEETWATCH_ADVERTISE_HOST or "127.0.0.1", settings.FLEETWATCH_ADVERTISE_PORT or 8000
+
+
+def advertised_url():
+    host, port = advertised_address()
+    return f"http://{host}:{port}"
+
+
 def proxy_id():
     """``FLEETWATCH_PROXY_ID``, else ``hp_{advertise_host}:{advertise_port}`` (SPEC 7)."""
-    return settings.FLEETWATCH_PROXY_ID or (
-        f"hp_{settings.FLEETWATCH_ADVERTISE_HOST}:{settings.FLEETWATCH_ADVERTISE_PORT}"
-    )
+    host, port = advertised_address()
+    return settings.FLEETWATCH_PROXY_ID or f"hp_{host}:{port}"
 
 
 def pool_resource(now=None):

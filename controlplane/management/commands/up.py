@@ -26,7 +26,7 @@ WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 
 def default_workers():
-    return int(os.environ.get("FLEETWATCH_WEB_WORKERS") or min(8, 2 * (os.cpu_count() or 1)))
+    return settings.FLEETWATCH_WEB_WORKERS or min(8, 2 * (os.cpu_count() or 1))
 
 
 def wait_until_serving(url, timeout_s):
@@ -54,10 +54,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, no_agent, workers, agent_listen, **options):
         roles = settings.FLEETWATCH_ROLES
-        advertise_host = os.environ.get("FLEETWATCH_ADVERTISE_HOST") or (
-            "127.0.0.1" if host in WILDCARD_HOSTS else host
-        )
-        advertise_port = os.environ.get("FLEETWATCH_ADVERTISE_PORT") or port
+        advertise_host = settings.FLEETWATCH_ADVERTISE_HOST or ("127.0.0.1" if host in WILDCARD_HOSTS else host)
+        advertise_port = settings.FLEETWATCH_ADVERTISE_PORT or port
         base_url = f"http://{advertise_host}:{port}"
 
         call_command("migrate", interactive=False, verbosity=0)
