@@ -27,10 +27,11 @@ def _die_with_parent():
 
 
 class Child:
-    def __init__(self, name, argv, env):
+    def __init__(self, name, argv, env, essential=True):
         self.name = name
         self.argv = argv
         self.env = env
+        self.essential = essential
         self.process = None
 
     def start(self):
@@ -59,8 +60,9 @@ class Supervisor:
         self.stop_timeout_s = stop_timeout_s
         self.stopping = False
 
-    def add(self, name, argv, env):
-        child = Child(name, argv, env)
+    def add(self, name, argv, env, essential=True):
+        """Start a child; when an essential one dies, everything stops."""
+        child = Child(name, argv, env, essential)
         self.children.append(child)
         child.start()
         return child
@@ -75,11 +77,16 @@ class Supervisor:
     def watch(self, poll_s=0.5):
         """Block until asked to stop (returns 0) or a child dies (returns 1)."""
         while not self.stopping:
-            for child in self.children:
-                if child.exited():
-                    log.error("%s exited with code %s; stopping everything", child.name, child.process.returncode)
-                    self.stop_all()
-                    return 1
+            for child in list(self.children):
+                if not child.exited():
+                    continue
+                if not child.essential:
+                    log.warning("%s exited with code %s; the rest keeps running", child.name, child.process.returncode)
+                    self.children.remove(child)
+                    continue
+                log.error("%s exited with code %s; stopping everything", child.name, child.process.returncode)
+                self.stop_all()
+                return 1
             time.sleep(poll_s)
         self.stop_all()
         return 0

@@ -49,3 +49,18 @@ def test_it_reports_two_reporting_instances_to_its_scheduler(servers):
     assert entry["pool_resource"]["utilization"] == local["utilization"]
     assert local["utilization"]["cpu_avg"] == pytest.approx(40.0)
     assert local["utilization"]["gpu_util_max"] == pytest.approx(90.0)
+
+
+def test_it_keeps_running_when_its_local_agent_cannot_start(servers):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = servers(agent=True)
+        server.agent_listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        server.start()
+        wait_for(lambda: "agent exited" in server.log(), message="the agent to give up on its port")
+        assert server.process.poll() is None
+        assert server.get("/healthz")["ok"] is True
+        assert server.stop() == 0

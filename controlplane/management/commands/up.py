@@ -78,9 +78,11 @@ class Command(BaseCommand):
         if "proxy" in roles:
             supervisor.add("link", [*manage, "run_link"], env)
             if not no_agent:
+                # A convenience: if it cannot run here (its port is taken, say),
+                # the control plane keeps running without it.
                 supervisor.add("agent", [
                     sys.executable, "-m", "agent", "--proxy-url", base_url, "--listen", agent_listen,
-                ], env)
+                ], env, essential=False)
 
         self.stdout.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
         self.stdout.flush()
