@@ -6,16 +6,16 @@ processes run it at once.
 """
 
 import enum
-import functools
 
 import orjson
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
 from controlplane.liveness import Status
 from controlplane.managers import LivenessManager
-from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
+from proxy_app import ingest_sql
+from proxy_app.normalise import normalise_snapshot
 
 
 class IngestResult(enum.Enum):
@@ -67,12 +67,20 @@ class InstanceManager(LivenessManager):
         columns = normalise_snapshot(snapshot, metadata, now)
         # Encoded before the transaction: SQLite's write lock is held briefly.
         raw_json = orjson.dumps(columns["raw_resource"]).decode()
-        with transaction.atomic():
-            if not (touch_if_alive(self.model, instance_id, now) or self.touch(instance_id, now, "snapshot")):
-                return IngestResult.UNKNOWN
-            stored = upsert_latest_resource(
-                self.model._meta.get_field("resource").related_model, instance_id, columns, raw_json
+        resource_model = self.model._meta.get_field("resource").related_model
+        if ingest_sql.one_statement_supported():
+            touched, stored = ingest_sql.touch_and_upsert(
+                self.model, resource_model, instance_id, columns, raw_json, now
             )
+            if touched:
+                return IngestResult.STORED if stored else IngestResult.STALE
+        with transaction.atomic():
+            touched = ingest_sql.touch_if_alive(self.model, instance_id, now) or self.touch(
+                instance_id, now, "snapshot"
+            )
+            if not touched:
+                return IngestResult.UNKNOWN
+            stored = ingest_sql.upsert_latest_resource(resource_model, instance_id, columns, raw_json)
         return IngestResult.STORED if stored else IngestResult.STALE
 
     # --- reads --------------------------------------------------------------
@@ -118,68 +126,3 @@ class InstanceManager(LivenessManager):
             reported_at_max=Max("resource_reported_at"),
         ))
         return totals
-
-
-# Columns of the latest-resource upsert, in statement order.
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "raw_resource")
-
-
-@functools.lru_cache(maxsize=8)
-def _touch_sql(vendor, table_name):
-    quote = connection.ops.quote_name
-    return (
-        f"UPDATE {quote(table_name)} SET {quote('last_seen_at')} = %s "
-        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s"
-    )
-
-
-def touch_if_alive(instance_model, instance_id, now):
-    """The snapshot hot path of ``touch``: one prepared UPDATE, no ORM query building.
-
-    False when the instance is unknown or not stored as alive; the caller then
-    takes ``touch``, which revives it and records the change.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(_touch_sql(connection.vendor, instance_model._meta.db_table), [now, instance_id, Status.ALIVE.value])
-        return cursor.rowcount == 1
-
-
-@functools.lru_cache(maxsize=8)
-def _upsert_sql(vendor, table_name):
-    """The upsert statement, built once per database vendor and table."""
-    quote = connection.ops.quote_name
-    table = quote(table_name)
-    names = ", ".join(quote(name) for name in UPSERT_COLUMNS)
-    placeholders = ", ".join(
-        "%s::jsonb" if name == "raw_resource" and vendor == "postgresql" else "%s" for name in UPSERT_COLUMNS
-    )
-    updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in UPSERT_COLUMNS[1:])
-    seq, wall = quote("report_seq"), quote("resource_report_wall_time_ms")
-    return (
-        f"INSERT INTO {table} ({names}) VALUES ({placeholders}) "
-        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {updates} "
-        f"WHERE NOT COALESCE(excluded.{seq} < {table}.{seq}, FALSE) "
-        f"OR COALESCE(excluded.{wall} > {table}.{wall}, FALSE)"
-    )
-
-
-def upsert_latest_resource(resource_model, instance_id, columns, raw_json):
-    """One INSERT … ON CONFLICT DO UPDATE of an instance's latest resource.
-
-    The update is skipped for a late, reordered report: a lower ``report_seq``
-    than the stored one, unless its wall time is newer (the agent restarted
-    and its sequence began again). Returns False when skipped.
-    """
-    # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are; the snapshot goes in as JSON text
-    # (``raw_json``; orjson takes a tenth of the standard encoder's time).
-    values = {
-        **columns,
-        "instance_id": instance_id,
-        "raw_resource": raw_json,
-        "has_raw_resource": bool(columns["raw_resource"]),
-    }
-    sql = _upsert_sql(connection.vendor, resource_model._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [values[name] for name in UPSERT_COLUMNS])
-        return cursor.rowcount == 1

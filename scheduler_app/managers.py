@@ -6,7 +6,7 @@ summary; only a ``meta_patch`` (rare: sent when the proxy's meta changed)
 takes a row lock to merge.
 """
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 
 from controlplane.liveness import Status
 from controlplane.managers import HistoryManager, LivenessManager
