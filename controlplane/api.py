@@ -16,6 +16,12 @@ from controlplane.env import parse_bool
 from controlplane.errors import error_body
 from controlplane.parsers import MAX_DB_INT
 
+# The largest float any request field accepts (see StrictFloatField).
+MAX_QUANTITY = 1e15
+# In-flight requests of one instance or proxy; summed over a pool, so bounded
+# well below what a 64-bit sum could overflow at.
+MAX_INFLIGHT = 2**31 - 1
+
 
 # --- errors -------------------------------------------------------------------
 
@@ -70,7 +76,16 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictFloatField(serializers.FloatField):
-    """A finite number (numeric strings accepted, as the original's pydantic did)."""
+    """A finite number (numeric strings accepted, as the original's pydantic did).
+
+    At most ``MAX_QUANTITY`` unless told otherwise: no weight, rate or size in
+    this API comes near it, and sums and products of accepted values must stay
+    finite, or they could not be stored or sent back as JSON.
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_value", MAX_QUANTITY)
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, bool):

@@ -15,6 +15,10 @@ INVALID_GPU_QUALITIES = {"invalid", "failed", "error", "command_error", "parse_e
 GPU_AVG_KEYS = ("utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util")
 GPU_QUALITY_KEYS = ("utilization_sample_quality", "sample_quality", "quality")
 MAX_DB_INT = 2**63 - 1
+# No measured quantity in a snapshot (%, MiB, Mbit/s, ms) comes near this;
+# a larger value is garbage, and summing such values over a pool could
+# overflow to infinity, which neither the databases nor JSON can hold.
+MAX_MAGNITUDE = 1e15
 
 
 def number(value):
@@ -26,7 +30,7 @@ def number(value):
             result = float(value)
         except OverflowError:
             return None
-        return result if math.isfinite(result) else None
+        return result if abs(result) <= MAX_MAGNITUDE else None
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in NULL_WORDS:
@@ -35,7 +39,7 @@ def number(value):
             result = float(text)
         except ValueError:
             return None
-        return result if math.isfinite(result) else None
+        return result if abs(result) <= MAX_MAGNITUDE else None
     return None
 
 

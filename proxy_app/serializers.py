@@ -3,6 +3,7 @@
 from rest_framework import serializers
 
 from controlplane.api import (
+    MAX_INFLIGHT,
     JSONObjectField,
     ListOrNull,
     ObjectOrNull,
@@ -29,6 +30,10 @@ class RegisterSerializer(serializers.Serializer):
     def validate(self, attrs):
         if not attrs.get("instance_id"):
             attrs["instance_id"] = f"hp_{attrs['host']}:{attrs['port']}"
+            if len(attrs["instance_id"]) > ID_LENGTH:
+                raise serializers.ValidationError(
+                    {"instance_id": [f"hp_{{host}}:{{port}} would be over {ID_LENGTH} characters; send an instance_id."]}
+                )
         return attrs
 
 
@@ -37,7 +42,7 @@ class InstanceIdSerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(InstanceIdSerializer):
-    inflight = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    inflight = StrictIntegerField(min_value=0, max_value=MAX_INFLIGHT, required=False, allow_null=True)
     qps_1m = StrictFloatField(min_value=0, required=False, allow_null=True)
     gpu_util = StrictFloatField(min_value=0, max_value=100, required=False, allow_null=True)
 

@@ -5,6 +5,7 @@ import uuid
 from rest_framework import serializers
 
 from controlplane.api import (
+    MAX_INFLIGHT,
     JSONObjectField,
     ListOrNull,
     ObjectOrNull,
@@ -55,7 +56,7 @@ class ProxyIdSerializer(serializers.Serializer):
 class HeartbeatSerializer(ProxyIdSerializer):
     # Absent load fields are left out of validated_data, so only the ones
     # sent are written; an explicit null records "unknown now".
-    inflight = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    inflight = StrictIntegerField(min_value=0, max_value=MAX_INFLIGHT, required=False, allow_null=True)
     qps_1m = StrictFloatField(min_value=0, required=False, allow_null=True)
     gpu_util = StrictFloatField(min_value=0, max_value=100, required=False, allow_null=True)
     meta_patch = JSONObjectField(required=False, allow_null=True, default=None)

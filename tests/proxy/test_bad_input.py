@@ -113,6 +113,8 @@ SPECIFIC = {
         ("meta with a lone surrogate", lambda p: literal(p, "k", '"\\ud800"', inside="meta")),
         ("meta nested too deeply", lambda p: literal(p, "k", '{"a":' * 80 + "1" + "}" * 80, inside="meta")),
         ("capabilities list", lambda p: body(p, capabilities=["lora"])),
+        ("weight beyond any real quantity", lambda p: body(p, weight=1e308)),
+        ("no id and a host too long to derive one", lambda p: body(p, instance_id=None, host="h" * 255)),
     ],
     HEARTBEAT: [
         ("inflight negative", lambda p: body(p, inflight=-1)),
@@ -128,6 +130,8 @@ SPECIFIC = {
         ("gpu_util negative", lambda p: body(p, gpu_util=-1)),
         ("gpu_util NaN", lambda p: literal(p, "gpu_util", "NaN")),
         ("gpu_util list", lambda p: body(p, gpu_util=[50])),
+        ("inflight past what a pool sum can hold", lambda p: body(p, inflight=2**62)),
+        ("qps beyond any real rate", lambda p: body(p, qps_1m=1e308)),
     ],
     SNAPSHOT: [
         ("missing snapshot", lambda p: body(p, snapshot=...)),

@@ -349,3 +349,15 @@ def test_it_skips_gpu_entries_that_are_not_objects():
     columns = normalise(with_gpus("GPU-0", make_gpu(1, avg=30.0), None))
     assert columns["gpu_count"] == 1
     assert columns["gpu_util_avg"] == 30.0
+
+
+@pytest.mark.parametrize("value", [1e16, -1e16, "1e300", 1.7e308])
+def test_it_reads_magnitudes_no_host_could_measure_as_null(value):
+    columns = normalise(make_snapshot(cpu=value, used_mb=value))
+    assert columns["cpu_util"] is None
+    assert columns["memory_used_mb"] is None
+
+
+def test_it_keeps_large_but_real_quantities():
+    columns = normalise(make_snapshot(total_mb=2.0**40))  # a petabyte of memory, in MiB
+    assert columns["memory_total_mb"] == 2.0**40

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.conftest import T0, make_gpu
+from tests.conftest import T0, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -318,3 +318,13 @@ def test_it_needs_two_aggregate_queries_however_large_the_pool(api, frozen, gpu_
         gpu_host(f"i-{n}")
     with django_assert_max_num_queries(2):  # instances, then resources of reporting ones
         assert api.get("/debug/pool_resource").status_code == 200
+
+
+def test_it_ignores_snapshot_values_no_host_could_measure(api, frozen, register, report):
+    """Two hosts claiming 1e308 MiB would sum to infinity: such values are dropped as garbage."""
+    for n in range(2):
+        register(f"i-{n}", port=8000 + n)
+        report(f"i-{n}", snapshot=make_snapshot(used_mb=1e308, total_mb=1e308))
+    utilization = api.get("/debug/pool_resource").json()["pool_resource"]["utilization"]
+    assert utilization["memory_used_mb"] is None
+    assert utilization["memory_total_mb"] is None

@@ -185,3 +185,15 @@ def test_read_endpoints_refuse_post(api, frozen, path):
 
     assert response.status_code == 405
     assert response.json()["ok"] is False
+
+
+@pytest.mark.parametrize("field, value", [
+    ("kv_mem_per_instance_gb", 1e308),
+    ("weight", 1e308),
+])
+def test_it_refuses_quantities_whose_products_could_not_be_sent_back(api, field, value):
+    body = {"proxy_id": "pxy-big", "host": "10.0.0.1", "port": 8002, "instance_count": 2**40, field: value}
+    response = api.post("/v1/proxy/register", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "validation_error"
+    assert api.get("/v1/proxy/list").status_code == 200
