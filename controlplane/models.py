@@ -3,6 +3,7 @@
 from django.db import models
 
 from controlplane.liveness import Status
+from controlplane.managers import HistoryManager
 
 
 class StatusChangeBase(models.Model):
@@ -12,6 +13,8 @@ class StatusChangeBase(models.Model):
     new_status = models.CharField(max_length=16)
     reason = models.CharField(max_length=255, blank=True, default="")
     at = models.FloatField(db_index=True, help_text="Epoch seconds of the change.")
+
+    objects = HistoryManager()
 
     class Meta:
         abstract = True

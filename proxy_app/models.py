@@ -2,7 +2,6 @@
 
 from django.db import models
 
-from controlplane.managers import HistoryManager
 from controlplane.models import LivenessFields, StatusChangeBase
 from proxy_app.managers import InstanceManager
 
@@ -93,8 +92,6 @@ class InstanceStatusChange(StatusChangeBase):
     """A liveness transition of an instance; kept after the instance is deleted."""
 
     instance_id = models.CharField(max_length=255, db_index=True)
-
-    objects = HistoryManager()
 
     def __str__(self):
         return f"{self.instance_id}: {self.old_status or '-'} → {self.new_status}"

@@ -5,8 +5,6 @@ versions, so every read is defensive: a value that is not a finite number is
 null, never 0, and a malformed part never rejects the report.
 """
 
-import math
-
 # Text that agents (and nvidia-smi based reporters) use for "no value".
 NULL_WORDS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "nan", "inf", "-inf", "+inf",
               "infinity", "-infinity", "+infinity"}

@@ -3,7 +3,6 @@
 from django.db import models
 
 from controlplane.models import LivenessFields, StatusChangeBase
-from controlplane.managers import HistoryManager
 from scheduler_app.managers import PoolResourceSampleManager, ProxyManager
 from scheduler_app.summary import ADMISSION_STATE_LENGTH, summary_columns
 
@@ -103,8 +102,6 @@ class ProxyStatusChange(StatusChangeBase):
     """A liveness transition of a proxy; kept after the proxy is deleted."""
 
     proxy_id = models.CharField(max_length=255, db_index=True)
-
-    objects = HistoryManager()
 
     def __str__(self):
         return f"{self.proxy_id}: {self.old_status or '-'} → {self.new_status}"
