@@ -80,8 +80,66 @@ class LiveDatabase:
             self._admin("DROP DATABASE IF EXISTS {} WITH (FORCE)")
 
 
-class LiveServer:
+class ChildProcess:
+    """A Fleetwatch program in a child process: started, awaited on ``/healthz``,
+    stopped with SIGTERM like systemd would, its output kept in a log file."""
+
+    kind = "process"
+    stop_timeout_s = 60
+
+    port = None
+    log_path = None
+    process = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def argv(self):
+        raise NotImplementedError
+
+    def env(self):
+        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def start(self, interval_s=0.2):
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.argv(), cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(self._ready, timeout_s=START_TIMEOUT_S, interval_s=interval_s, message=f"{self.kind} on {self.url}")
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"{self.kind} did not start; log:\n{self.log()}") from None
+        return self
+
+    def _ready(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.kind} exited with {self.process.returncode}; log:\n{self.log()}")
+        return requests.get(self.url + "/healthz", timeout=2).status_code == 200
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s=None):
+        """SIGTERM, SIGKILL if that does not end it; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s or self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
+
+
+class LiveServer(ChildProcess):
     """``manage.py up`` in a child process, on its own port and database."""
+
+    kind = "server"
 
     def __init__(self, tmp_path, *, roles="proxy,scheduler", env=None, agent=False, port=None, database=None):
         self.tmp_path = Path(tmp_path)
@@ -93,12 +151,7 @@ class LiveServer:
         # port of its own keeps parallel servers (or a host agent) from clashing.
         self.agent_listen = f"127.0.0.1:{free_port()}" if agent else None
         self.extra_env = dict(env or {})
-        self.process = None
         self.log_path = self.tmp_path / f"server-{self.port}.log"
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
 
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_SETTINGS"))}
@@ -112,51 +165,20 @@ class LiveServer:
         env.update(self.extra_env)
         return env
 
-    def start(self):
+    def argv(self):
         argv = [sys.executable, str(ROOT / "manage.py"), "up", "--host", "127.0.0.1",
                 "--port", str(self.port), "--workers", "2"]
         if not self.agent:
             argv.append("--no-agent")
         elif self.agent_listen:
             argv += ["--agent-listen", self.agent_listen]
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        try:
-            wait_for(self._ready, timeout_s=START_TIMEOUT_S, interval_s=0.2, message=f"server on {self.url}")
-        except AssertionError:
-            self.stop()
-            raise AssertionError(f"server did not start; log:\n{self.log()}") from None
-        return self
-
-    def _ready(self):
-        if self.process.poll() is not None:
-            raise AssertionError(f"server exited with {self.process.returncode}; log:\n{self.log()}")
-        return requests.get(self.url + "/healthz", timeout=2).status_code == 200
-
-    def stop(self, timeout_s=60):
-        """SIGTERM, like an operator or systemd; returns the exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        code = self.process.returncode
-        self.process = None
-        return code
+        return argv
 
     def restart(self, wipe=False):
         self.stop()
         if wipe:
             self.database.wipe()
         return self.start()
-
-    def log(self):
-        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
 
     def get(self, path, **params):
         response = requests.get(self.url + path, params=params, timeout=10)

@@ -64,3 +64,13 @@ def test_it_keeps_running_when_its_local_agent_cannot_start(servers):
         assert server.process.poll() is None
         assert server.get("/healthz")["ok"] is True
         assert server.stop() == 0
+
+
+def test_a_proxy_without_a_scheduler_runs_on_its_own(servers):
+    server = servers(roles="proxy").start()
+    assert server.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000}).ok
+    commands = child_commands(server.process)
+    assert not any("run_link" in c for c in commands)
+    assert "reports to no scheduler" in server.log()
+    assert server.process.poll() is None
+    assert server.stop() == 0

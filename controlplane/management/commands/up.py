@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.supervisor import Supervisor, child_env
 from controlplane.tasks import ensure_schedules
+from proxy_app.link import default_scheduler_url
 
 log = logging.getLogger("fleetwatch.up")
 
@@ -76,7 +77,10 @@ class Command(BaseCommand):
             raise CommandError(f"the web server did not answer on {base_url} within 60 s")
         supervisor.add("tasks", [*manage, "qcluster"], env)
         if "proxy" in roles:
-            supervisor.add("link", [*manage, "run_link"], env)
+            if default_scheduler_url():
+                supervisor.add("link", [*manage, "run_link"], env)
+            else:
+                log.warning("no FLEETWATCH_SCHEDULER_URL and no scheduler role here: this proxy reports to no scheduler")
             if not no_agent:
                 # A convenience: if it cannot run here (its port is taken, say),
                 # the control plane keeps running without it.
