@@ -8,7 +8,7 @@ work at once (two sweepers, a sweep racing a heartbeat) never record a change
 twice.
 """
 
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 
 from controlplane import liveness
@@ -19,6 +19,34 @@ EXPIRED = "expired"
 
 
 class LivenessManager(models.Manager):
+    def create_or_refresh(self, pk, now, create_fields, refresh):
+        """Register an entry: create it alive, or refresh a known one and revive it.
+
+        ``refresh(entry)`` applies the re-register rules to a known entry.
+        A concurrent first register of the same id lands in the refresh path.
+        Returns the entry.
+        """
+        try:
+            with transaction.atomic():
+                entry = self.create(
+                    **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
+                    **create_fields,
+                )
+                self.model.record_change(pk, "", Status.ALIVE, "registered", now)
+                return entry
+        except IntegrityError:
+            pass
+        with transaction.atomic():
+            entry = self.select_for_update().get(pk=pk)
+            old_status = entry.status
+            refresh(entry)
+            entry.last_seen_at = now
+            entry.status = Status.ALIVE
+            entry.save()
+            if old_status != Status.ALIVE:
+                self.model.record_change(pk, old_status, Status.ALIVE, "re-registered", now)
+            return entry
+
     def touch(self, pk, now, reason, **fields):
         """Refresh ``last_seen_at`` (and the given fields); False if unknown.
 

@@ -9,10 +9,9 @@ import enum
 
 import orjson
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
-from controlplane.liveness import Status
 from controlplane.managers import LivenessManager
 from proxy_app import ingest_sql
 from proxy_app.normalise import normalise_snapshot
@@ -31,23 +30,9 @@ class InstanceManager(LivenessManager):
 
     def register(self, *, instance_id, host, port, endpoints, tags, weight, meta, capabilities, now):
         """Create or refresh an instance (SPEC 3 re-register rules)."""
-        fields = {"host": host, "port": port, "weight": weight}
-        try:
-            with transaction.atomic():
-                instance = self.create(
-                    instance_id=instance_id, endpoints=endpoints, tags=tags, meta=meta,
-                    capabilities=capabilities, registered_at=now, last_seen_at=now,
-                    status=Status.ALIVE, **fields,
-                )
-                self.model.record_change(instance_id, "", Status.ALIVE, "registered", now)
-                return instance
-        except IntegrityError:
-            pass  # known id (or a concurrent first register): refresh it below
-        with transaction.atomic():
-            instance = self.select_for_update().get(pk=instance_id)
-            old_status = instance.status
-            for name, value in fields.items():
-                setattr(instance, name, value)
+
+        def refresh(instance):
+            instance.host, instance.port, instance.weight = host, port, weight
             if endpoints:
                 instance.endpoints = endpoints
             if tags:
@@ -55,12 +40,11 @@ class InstanceManager(LivenessManager):
             instance.meta = {**(instance.meta or {}), **meta}
             if capabilities is not None:
                 instance.capabilities = capabilities
-            instance.last_seen_at = now
-            instance.status = Status.ALIVE
-            instance.save()
-            if old_status != Status.ALIVE:
-                self.model.record_change(instance_id, old_status, Status.ALIVE, "re-registered", now)
-            return instance
+
+        return self.create_or_refresh(instance_id, now, {
+            "host": host, "port": port, "weight": weight, "endpoints": endpoints, "tags": tags,
+            "meta": meta, "capabilities": capabilities,
+        }, refresh)
 
     def ingest_snapshot(self, instance_id, snapshot, metadata, now):
         """Store the latest snapshot of an instance, normalised (SPEC 3.1)."""

@@ -6,9 +6,8 @@ summary; only a ``meta_patch`` (rare: sent when the proxy's meta changed)
 takes a row lock to merge.
 """
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from controlplane.liveness import Status
 from controlplane.managers import HistoryManager, LivenessManager
 
 
@@ -23,29 +22,15 @@ class ProxyManager(LivenessManager):
         load and, when ``pool_resource`` is None, its previous summary.
         """
         summary = summary_fields(pool_resource, now)
-        try:
-            with transaction.atomic():
-                proxy = self.create(
-                    proxy_id=proxy_id, registered_at=now, last_seen_at=now, status=Status.ALIVE,
-                    **fields, **summary,
-                )
-                self.model.record_change(proxy_id, "", Status.ALIVE, "registered", now)
-                self._record_summary(proxy_id, pool_resource, now)
-                return proxy
-        except IntegrityError:
-            pass  # known id (or a concurrent first register): refresh it below
-        with transaction.atomic():
-            proxy = self.select_for_update().get(pk=proxy_id)
-            old_status = proxy.status
+
+        def refresh(proxy):
             for name, value in {**fields, **summary}.items():
                 setattr(proxy, name, value)
-            proxy.last_seen_at = now
-            proxy.status = Status.ALIVE
-            proxy.save()
-            if old_status != Status.ALIVE:
-                self.model.record_change(proxy_id, old_status, Status.ALIVE, "re-registered", now)
+
+        with transaction.atomic():
+            proxy = self.create_or_refresh(proxy_id, now, {**fields, **summary}, refresh)
             self._record_summary(proxy_id, pool_resource, now)
-            return proxy
+        return proxy
 
     def heartbeat(self, proxy_id, now, load=None, meta_patch=None, pool_resource=None):
         """Refresh a proxy; False when the id is unknown.
