@@ -50,22 +50,29 @@ class LivenessManager(models.Manager):
     def touch(self, pk, now, reason, **fields):
         """Refresh ``last_seen_at`` (and the given fields); False if unknown.
 
-        The common case is one UPDATE on an entry already stored as alive; a
-        suspect or stale entry is revived with a recorded status change.
+        The common case is one UPDATE on an entry stored as alive and seen
+        within its TTL. Otherwise the entry is revived with its status changes
+        recorded, including a stale spell the sweeper never got to see.
         """
-        if self.filter(pk=pk, status=Status.ALIVE).update(last_seen_at=now, **fields):
+        ttl_s = self.model.ttl_s()
+        if self.filter(pk=pk, status=Status.ALIVE, last_seen_at__gte=now - ttl_s).update(last_seen_at=now, **fields):
             return True
-        old_status = self.filter(pk=pk).values_list("status", flat=True).first()
-        if old_status is None:
+        row = self.filter(pk=pk).values_list("status", "last_seen_at").first()
+        if row is None:
             return False
-        revived = self.filter(pk=pk, status=old_status).update(last_seen_at=now, status=Status.ALIVE, **fields)
-        if revived and old_status != Status.ALIVE:
-            self.model.record_change(pk, old_status, Status.ALIVE, reason, now)
-        elif not revived:
-            # Someone else changed the status meanwhile; the refresh still counts.
-            if not self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields):
-                return False
-        return True
+        old_status, seen = row
+        with transaction.atomic():
+            if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(
+                last_seen_at=now, status=Status.ALIVE, **fields
+            ):
+                if old_status != Status.STALE and seen < now - ttl_s:
+                    self.model.record_change(pk, old_status, Status.STALE, "missed heartbeats", seen + ttl_s)
+                    old_status = Status.STALE
+                if old_status != Status.ALIVE:
+                    self.model.record_change(pk, old_status, Status.ALIVE, reason, now)
+                return True
+        # Another request refreshed it meanwhile (and recorded any change).
+        return bool(self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields))
 
     def unregister(self, pk, now):
         """Delete an entry, recording a last change to ``unregistered``; False if unknown."""

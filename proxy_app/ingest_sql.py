@@ -21,18 +21,19 @@ def _touch_sql(vendor, table_name):
     quote = connection.ops.quote_name
     return (
         f"UPDATE {quote(table_name)} SET {quote('last_seen_at')} = %s "
-        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s"
+        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s AND {quote('last_seen_at')} >= %s"
     )
 
 
 def touch_if_alive(instance_model, instance_id, now):
     """The snapshot hot path of ``touch``: one prepared UPDATE, no ORM query building.
 
-    False when the instance is unknown or not stored as alive; the caller then
-    takes ``touch``, which revives it and records the change.
+    False when the instance is unknown, not stored as alive or past its TTL;
+    the caller then takes ``touch``, which revives it and records the changes.
     """
+    params = [now, instance_id, Status.ALIVE.value, now - instance_model.ttl_s()]
     with connection.cursor() as cursor:
-        cursor.execute(_touch_sql(connection.vendor, instance_model._meta.db_table), [now, instance_id, Status.ALIVE.value])
+        cursor.execute(_touch_sql(connection.vendor, instance_model._meta.db_table), params)
         return cursor.rowcount == 1
 
 
@@ -107,7 +108,8 @@ def _touch_and_upsert_sql(instance_table, resource_table):
     conflict = upsert[upsert.index(" ON CONFLICT"):]
     return (
         f"WITH touched AS (UPDATE {quote(instance_table)} SET {quote('last_seen_at')} = %s "
-        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s RETURNING {quote('instance_id')}), "
+        f"WHERE {quote('instance_id')} = %s AND {quote('status')} = %s AND {quote('last_seen_at')} >= %s "
+        f"RETURNING {quote('instance_id')}), "
         f"stored AS (INSERT INTO {quote(resource_table)} ({names}) SELECT {selected} FROM touched"
         f"{conflict} RETURNING 1) "
         f"SELECT (SELECT count(*) FROM touched), (SELECT count(*) FROM stored)"
@@ -118,7 +120,10 @@ def touch_and_upsert(instance_model, resource_model, instance_id, columns, raw_j
     """(touched, stored) for an instance stored as alive; (0, 0) sends the caller the slow way."""
     sql = _touch_and_upsert_sql(instance_model._meta.db_table, resource_model._meta.db_table)
     values = _upsert_values(instance_id, columns, raw_json)
-    params = [now, instance_id, Status.ALIVE.value, *(values[name] for name in UPSERT_COLUMNS[1:])]
+    params = [
+        now, instance_id, Status.ALIVE.value, now - instance_model.ttl_s(),
+        *(values[name] for name in UPSERT_COLUMNS[1:]),
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         touched, stored = cursor.fetchone()

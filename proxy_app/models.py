@@ -1,5 +1,6 @@
 """State of one pool: its instances, their latest resources, their status history."""
 
+from django.conf import settings
 from django.db import models
 
 from controlplane.models import LivenessFields, StatusChangeBase
@@ -33,6 +34,10 @@ class Instance(LivenessFields):
 
     def __str__(self):
         return self.instance_id
+
+    @staticmethod
+    def ttl_s():
+        return settings.FLEETWATCH_INSTANCE_TTL_S
 
     @staticmethod
     def record_change(instance_id, old_status, new_status, reason, at):

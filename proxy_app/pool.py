@@ -8,7 +8,7 @@ from proxy_app.models import Instance
 
 
 def ttl_s():
-    return settings.FLEETWATCH_INSTANCE_TTL_S
+    return Instance.ttl_s()
 
 
 def heartbeat_interval_s():

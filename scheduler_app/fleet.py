@@ -2,9 +2,11 @@
 
 from django.conf import settings
 
+from scheduler_app.models import Proxy
+
 
 def ttl_s():
-    return settings.FLEETWATCH_PROXY_TTL_S
+    return Proxy.ttl_s()
 
 
 def heartbeat_interval_s():

@@ -1,5 +1,6 @@
 """State of the fleet: every proxy, its latest pool summary and their histories."""
 
+from django.conf import settings
 from django.db import models
 
 from controlplane.models import LivenessFields, StatusChangeBase
@@ -45,6 +46,10 @@ class Proxy(LivenessFields):
             # The sweep walks entries by stored status and age.
             models.Index(fields=["status", "last_seen_at"], name="proxy_status_seen"),
         ]
+
+    @staticmethod
+    def ttl_s():
+        return settings.FLEETWATCH_PROXY_TTL_S
 
     def __str__(self):
         return self.proxy_id

@@ -191,3 +191,25 @@ def test_it_shows_stale_entries_until_they_expire(registered, frozen, listed):
     frozen.shift(1)
     Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION)
     assert "i-1" not in listed(include_dead="true")
+
+
+def test_a_heartbeat_after_an_unswept_stale_spell_records_both_changes(api, frozen, register):
+    """The sweeper never ran: the stale spell still shows in the history, at the moment the TTL ran out."""
+    register("i-1")
+    frozen.shift(45)  # past the 30 s TTL, no sweep
+    assert api.post("/v1/instance/heartbeat", {"instance_id": "i-1"}).json() == {"ok": True}
+    changes = list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
+                   .values_list("old_status", "new_status", "at"))
+    assert changes == [
+        ("", "alive", T0),
+        ("alive", "stale", T0 + 30),
+        ("stale", "alive", T0 + 45),
+    ]
+
+
+def test_a_snapshot_after_an_unswept_stale_spell_revives_it_too(frozen, register, report):
+    register("i-1")
+    frozen.shift(45)
+    assert report("i-1").json() == {"ok": True}
+    assert list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
+                .values_list("new_status", flat=True)) == ["alive", "stale", "alive"]
