@@ -9,7 +9,9 @@ import math
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
 from rest_framework import exceptions, serializers, status, viewsets
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
 from controlplane.env import parse_bool
@@ -134,6 +136,15 @@ class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
 # --- base viewset ---------------------------------------------------------------
 
 
+OK_BODY = b'{"ok":true}'
+
+
+def ok_response():
+    """``{"ok": true}``, pre-rendered: the answer to nearly every heartbeat and
+    snapshot, where building and rendering a DRF Response showed on the profile."""
+    return HttpResponse(OK_BODY, content_type="application/json")
+
+
 def query_bool(request, name, default):
     """A query boolean as SPEC section 1 reads them; 400 for anything else."""
     raw = request.query_params.get(name)
@@ -159,6 +170,18 @@ def query_int(request, name, minimum=0, maximum=None):
     return value
 
 
+class JSONOnlyNegotiation(BaseContentNegotiation):
+    """Every answer is JSON: no Accept-header matching per request (it showed on the ingest profile)."""
+
+    def select_parser(self, request, parsers):
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        return next((parser for parser in parsers if parser.media_type == content_type), None)
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
 class ControlPlaneViewSet(viewsets.ViewSet):
     """Base of every API endpoint: JSON in and out, the SPEC error envelope.
 
@@ -167,6 +190,7 @@ class ControlPlaneViewSet(viewsets.ViewSet):
 
     authentication_classes = []
     permission_classes = []
+    content_negotiation_class = JSONOnlyNegotiation
 
     def rows_response(self, queryset, row):
         """A list endpoint's answer: the bare array SPEC asks for, or with

@@ -4,7 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, query_bool
+from controlplane.api import ControlPlaneViewSet, ok_response, query_bool
 from proxy_app import pool
 from proxy_app.link import link_status
 from proxy_app.managers import IngestResult
@@ -48,7 +48,7 @@ class InstanceViewSet(ControlPlaneViewSet):
         load = {name: data[name] for name in HeartbeatSerializer.LOAD_FIELDS if name in data}
         if not Instance.objects.touch(data["instance_id"], clock.now(), "heartbeat", **load):
             return Response(UNKNOWN_INSTANCE)
-        return Response({"ok": True})
+        return ok_response()
 
     @action(detail=False, methods=["post"], url_path="resource_snapshot")
     def resource_snapshot(self, request):
@@ -60,7 +60,7 @@ class InstanceViewSet(ControlPlaneViewSet):
             return Response(UNKNOWN_INSTANCE)
         if result is IngestResult.STALE:
             return Response({"ok": True, "stale": True})
-        return Response({"ok": True})
+        return ok_response()
 
     @action(detail=False, methods=["post"])
     def unregister(self, request):

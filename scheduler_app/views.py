@@ -5,7 +5,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, query_bool
+from controlplane.api import ControlPlaneViewSet, ok_response, query_bool
 from scheduler_app import fleet
 from scheduler_app.models import PoolResourceSample, Proxy
 from scheduler_app.serializers import (
@@ -52,13 +52,13 @@ class ProxyViewSet(ControlPlaneViewSet):
         )
         if not known:
             return Response(NOT_REGISTERED, status=status.HTTP_404_NOT_FOUND)
-        return Response({"ok": True})
+        return ok_response()
 
     @action(detail=False, methods=["post"])
     def unregister(self, request):
         data = self.validated(ProxyIdSerializer)
         Proxy.objects.unregister(data["proxy_id"], clock.now())
-        return Response({"ok": True})
+        return ok_response()
 
     @action(detail=False, methods=["get"], url_path="list")
     def list_proxies(self, request):
