@@ -69,8 +69,9 @@ def test_it_keeps_running_when_its_local_agent_cannot_start(servers):
 def test_a_proxy_without_a_scheduler_runs_on_its_own(servers):
     server = servers(roles="proxy").start()
     assert server.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000}).ok
-    commands = child_commands(server.process)
-    assert not any("run_link" in c for c in commands)
-    assert "reports to no scheduler" in server.log()
+    # up says so once its web server answers, a moment after /healthz does.
+    wait_for(lambda: "reports to no scheduler" in server.log(), message="up to say there is no scheduler")
+    wait_for(lambda: any("qcluster" in c for c in child_commands(server.process)), message="the task cluster")
+    assert not any("run_link" in c for c in child_commands(server.process))
     assert server.process.poll() is None
     assert server.stop() == 0
