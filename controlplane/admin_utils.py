@@ -2,6 +2,7 @@
 
 import json
 
+from django.contrib import admin
 from django.utils.html import format_html
 
 from controlplane import clock
@@ -38,3 +39,20 @@ class ReadOnlyAdminMixin:
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class StatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The status-change history of instances or proxies; ``entry_field`` names the id column."""
+
+    entry_field = ""
+    list_filter = ("new_status",)
+
+    def get_list_display(self, request):
+        return (self.entry_field, "old_status", "new_status", "reason", "when")
+
+    def get_search_fields(self, request):
+        return (self.entry_field,)
+
+    @admin.display(description="at", ordering="at")
+    def when(self, obj):
+        return ago(obj.at)

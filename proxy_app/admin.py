@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from controlplane import clock
-from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, ago, pct, pretty_json
+from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, StatusChangeAdmin, ago, pct, pretty_json
 from controlplane.liveness import status_at
 from proxy_app import pool
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
@@ -85,11 +85,5 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(InstanceStatusChange)
-class InstanceStatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("instance_id", "old_status", "new_status", "reason", "when")
-    list_filter = ("new_status",)
-    search_fields = ("instance_id",)
-
-    @admin.display(description="at", ordering="at")
-    def when(self, obj):
-        return ago(obj.at)
+class InstanceStatusChangeAdmin(StatusChangeAdmin):
+    entry_field = "instance_id"

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from controlplane import clock
-from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, ago, pct, pretty_json
+from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, StatusChangeAdmin, ago, pct, pretty_json
 from controlplane.liveness import status_at
 from scheduler_app import fleet
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
@@ -137,11 +137,5 @@ class PoolResourceSampleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ProxyStatusChange)
-class ProxyStatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("proxy_id", "old_status", "new_status", "reason", "when")
-    list_filter = ("new_status",)
-    search_fields = ("proxy_id",)
-
-    @admin.display(description="at", ordering="at")
-    def when(self, obj):
-        return ago(obj.at)
+class ProxyStatusChangeAdmin(StatusChangeAdmin):
+    entry_field = "proxy_id"

@@ -66,3 +66,9 @@ def test_the_resource_and_history_lists_render(admin_client, pool):
     assert admin_client.get("/admin/proxy_app/instanceresource/").status_code == 200
     history = admin_client.get("/admin/proxy_app/instancestatuschange/").content.decode()
     assert "registered" in history
+
+
+def test_the_status_history_is_searchable_by_instance(admin_client, pool):
+    page = admin_client.get("/admin/proxy_app/instancestatuschange/?q=gpu-1").content.decode()
+    assert ">gpu-1<" in page
+    assert ">old-1<" not in page
