@@ -46,15 +46,6 @@ def _busy_pct(busy, total):
     return round(min(100.0, max(0.0, 100.0 * busy / total)), 1)
 
 
-def cpu_busy_pct(previous, current):
-    """Busy share (0-100) between two ``cpu_times`` readings; None without a positive interval."""
-    if previous is None or current is None:
-        return None
-    busy_before, total_before = _busy_and_total(previous)
-    busy_now, total_now = _busy_and_total(current)
-    return _busy_pct(busy_now - busy_before, total_now - total_before)
-
-
 def cpu_usage(previous_per_core, current_per_core):
     """``(total_pct, per_core_pct)`` from per-core readings; (None, None) when they do not pair up.
 

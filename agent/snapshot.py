@@ -70,13 +70,11 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self._snapshot = None
         self._body = None
-        self.updated = threading.Condition(self._lock)
 
     def put(self, snapshot: dict):
         body = json.dumps(snapshot, separators=(",", ":")).encode()
         with self._lock:
             self._snapshot, self._body = snapshot, body
-            self.updated.notify_all()
 
     def latest(self):
         """The latest snapshot dict (treat as read-only), or None before the first sample."""
@@ -92,10 +90,6 @@ class SnapshotStore:
         """``(snapshot, body)`` of the same sample, or ``(None, None)``."""
         with self._lock:
             return self._snapshot, self._body
-
-    def wait_for_first(self, timeout_s):
-        with self._lock:
-            return self.updated.wait_for(lambda: self._snapshot is not None, timeout_s)
 
 
 class SamplingLoop:

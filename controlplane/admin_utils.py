@@ -1,6 +1,8 @@
-"""Small helpers shared by both control planes' admin pages."""
+"""What both control planes' admin pages share: human times, read-only JSON,
+and one admin for everything that registers and heartbeats."""
 
 import json
+from datetime import datetime, timezone
 
 from django.contrib import admin
 from django.utils.html import format_html
@@ -19,7 +21,17 @@ def ago(timestamp, now=None):
         return f"{age:.0f} s ago"
     if age < 7200:
         return f"{age / 60:.0f} min ago"
-    return f"{age / 3600:.1f} h ago"
+    if age < 172800:
+        return f"{age / 3600:.1f} h ago"
+    return f"{age / 86400:.0f} d ago"
+
+
+def date_and_age(timestamp, now=None):
+    """'2026-01-01 00:00:00 UTC (12 s ago)'; '–' when unknown."""
+    if timestamp is None:
+        return MISSING
+    moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({ago(timestamp, now)})"
 
 
 def pct(value):
@@ -32,7 +44,7 @@ def pretty_json(value):
 
 
 class ReadOnlyAdminMixin:
-    """History rows are written by the system only."""
+    """Rows written by the system only: shown, never added or edited by hand."""
 
     def has_add_permission(self, request):
         return False
@@ -45,7 +57,7 @@ class StatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The status-change history of instances or proxies; ``entry_field`` names the id column."""
 
     entry_field = ""
-    list_filter = ("new_status",)
+    list_filter = ("new_status", "reason")
 
     def get_list_display(self, request):
         return (self.entry_field, "old_status", "new_status", "reason", "when")
@@ -53,6 +65,80 @@ class StatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def get_search_fields(self, request):
         return (self.entry_field,)
 
+    def get_fields(self, request, obj=None):
+        return (self.entry_field, "old_status", "new_status", "reason", "when")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
     @admin.display(description="at", ordering="at")
     def when(self, obj):
-        return ago(obj.at)
+        return date_and_age(obj.at)
+
+
+class RegisteredEndpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """An instance or a proxy: registered by itself, so shown read-only.
+
+    Liveness is computed now from ``last_seen_at``, times are dates and ages,
+    and deleting goes through the manager's ``unregister``, so the status
+    history records it as the API would (SPEC 4).
+    """
+
+    list_filter = ("status",)
+    # The detail page: the entry's own columns first, then what differs per app.
+    common_fields = ("address", "live_status", "registered", "last_seen_detail", "weight",
+                     "endpoints_json", "tags_json", "meta_json", "load")
+    extra_fields = ()
+
+    def get_search_fields(self, request):
+        return (self.model._meta.pk.name, "host")
+
+    def get_fields(self, request, obj=None):
+        return (self.model._meta.pk.name, *self.common_fields, *self.extra_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    def delete_model(self, request, obj):
+        self.model.objects.unregister(obj.pk, clock.now())
+
+    def delete_queryset(self, request, queryset):
+        now = clock.now()
+        for pk in queryset.values_list("pk", flat=True):
+            self.model.objects.unregister(pk, now)
+
+    @admin.display(description="address")
+    def address(self, obj):
+        return obj.address
+
+    @admin.display(description="status (now)")
+    def live_status(self, obj):
+        return obj.status_now(clock.now()).value
+
+    @admin.display(description="last seen", ordering="last_seen_at")
+    def last_seen(self, obj):
+        return ago(obj.last_seen_at)
+
+    @admin.display(description="last seen")
+    def last_seen_detail(self, obj):
+        return date_and_age(obj.last_seen_at)
+
+    @admin.display(description="registered")
+    def registered(self, obj):
+        return date_and_age(obj.registered_at)
+
+    @admin.display(description="load")
+    def load(self, obj):
+        return pretty_json({name: getattr(obj, name) for name in self.model.LOAD_FIELDS})
+
+    @admin.display(description="endpoints")
+    def endpoints_json(self, obj):
+        return pretty_json(obj.endpoints)
+
+    @admin.display(description="tags")
+    def tags_json(self, obj):
+        return pretty_json(obj.tags)
+
+    @admin.display(description="meta")
+    def meta_json(self, obj):
+        return pretty_json(obj.meta)

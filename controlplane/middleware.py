@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from controlplane.errors import error_response
+from controlplane import errors
 
 
 class BodySizeLimitMiddleware:
@@ -17,18 +17,11 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        limit = settings.FLEETWATCH_MAX_BODY_BYTES
         declared = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(declared)
         except ValueError:
-            return error_response(400, "validation_error", {"body": ["Content-Length is not a number."]})
-        if length > limit:
-            return body_too_large(limit)
+            return errors.validation_error({"body": ["Content-Length is not a number."]})
+        if length > settings.FLEETWATCH_MAX_BODY_BYTES:
+            return errors.payload_too_large()
         return self.get_response(request)
-
-
-def body_too_large(limit):
-    return error_response(
-        413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]}
-    )

@@ -97,6 +97,7 @@ DATABASES = {
     "default": database_from_url(
         env_str("DATABASE_URL", "sqlite:///" + str(VAR_DIR / "fleetwatch.sqlite3")),
         BASE_DIR,
+        conn_max_age=env_int("FLEETWATCH_CONN_MAX_AGE", 300),
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -118,7 +119,7 @@ WHITENOISE_USE_FINDERS = True
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.StrictJSONParser"],
-    "EXCEPTION_HANDLER": "controlplane.api.envelope_exception_handler",
+    "EXCEPTION_HANDLER": "controlplane.errors.envelope_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "COERCE_DECIMAL_TO_STRING": False,

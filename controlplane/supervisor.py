@@ -4,6 +4,12 @@ Children run in their own sessions so a terminal's Ctrl-C reaches only the
 supervisor, which then stops them in order (agent and link first, so they can
 still unregister through the web server, then the q cluster, then the web
 server). On Linux each child also gets SIGTERM if the supervisor dies.
+
+Written here rather than taken from supervisord, honcho or circus because
+``up`` needs two things those do not give together in a few lines: a
+shutdown in reverse start order (the agent and the link unregister through
+a web server that must still be up), and children that are not essential
+(a local agent whose port is taken must not stop the control plane).
 """
 
 import ctypes
@@ -13,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
 log = logging.getLogger("fleetwatch.up")
 
@@ -24,6 +31,16 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass  # not Linux: children outlive a killed supervisor, as with any shell
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """A process an app asks ``up`` to run: its name, command line and extra environment."""
+
+    name: str
+    argv: list
+    env: dict = field(default_factory=dict)
+    essential: bool = True
 
 
 class Child:

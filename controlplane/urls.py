@@ -1,6 +1,7 @@
 """URL sets mounted by role (``FLEETWATCH_ROLES``).
 
-The role APIs come first: Django tries patterns in order, and the agents'
+Each role's app (an AppConfig with ``role``) brings its ``urls`` module. The
+role APIs come first: Django tries patterns in order, and the agents'
 snapshot and heartbeat posts are by far the most frequent requests.
 """
 
@@ -8,13 +9,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
+from controlplane.roles import role_apps
 from controlplane.views import healthz, home
 
-urlpatterns = []
-if "proxy" in settings.FLEETWATCH_ROLES:
-    urlpatterns.append(path("", include("proxy_app.urls")))
-if "scheduler" in settings.FLEETWATCH_ROLES:
-    urlpatterns.append(path("", include("scheduler_app.urls")))
+urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(settings.FLEETWATCH_ROLES)]
 
 urlpatterns += [
     path("", home, name="home"),
@@ -22,5 +20,5 @@ urlpatterns += [
     path("admin/", admin.site.urls),
 ]
 
-handler404 = "controlplane.views.not_found"
-handler500 = "controlplane.views.server_error"
+handler404 = "controlplane.errors.not_found"
+handler500 = "controlplane.errors.server_error"

@@ -12,14 +12,6 @@ def healthz(request):
     return JsonResponse({"ok": True, "ttl_s": ttl, "roles": settings.FLEETWATCH_ROLES})
 
 
-def not_found(request, exception=None):
-    return JsonResponse({"ok": False, "error": "not_found"}, status=404)
-
-
-def server_error(request):
-    return JsonResponse({"ok": False, "error": "internal_error"}, status=500)
-
-
 def home(request):
     """Landing page with links to what this process serves."""
     return render(request, "home.html", {"roles": settings.FLEETWATCH_ROLES})

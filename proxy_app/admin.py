@@ -1,58 +1,41 @@
 from django.contrib import admin
 
-from controlplane import clock
-from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, StatusChangeAdmin, ago, pct, pretty_json
-from controlplane.liveness import status_at
-from proxy_app import pool
+from controlplane.admin_utils import (
+    MISSING,
+    ReadOnlyAdminMixin,
+    RegisteredEndpointAdmin,
+    StatusChangeAdmin,
+    ago,
+    date_and_age,
+    pct,
+    pretty_json,
+)
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
 
 
-def _resource(instance):
-    try:
-        return instance.resource
-    except InstanceResource.DoesNotExist:
-        return None
-
-
 @admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
+class InstanceAdmin(RegisteredEndpointAdmin):
+    """Instances come from their agents: no "Add", nothing to edit, deletes unregister."""
+
     list_display = ("instance_id", "address", "live_status", "last_seen", "cpu", "gpu", "admission", "weight")
     list_filter = ("status", "resource__admission_state")
-    search_fields = ("instance_id", "host")
     list_select_related = ("resource",)
-    readonly_fields = ("registered_at", "last_seen_at", "meta_json", "capabilities_json", "raw_snapshot")
-    exclude = ("meta", "capabilities")
-
-    @admin.display(description="address")
-    def address(self, obj):
-        return f"{obj.host}:{obj.port}"
-
-    @admin.display(description="status (now)")
-    def live_status(self, obj):
-        return status_at(obj.last_seen_at, clock.now(), pool.ttl_s(), pool.heartbeat_interval_s()).value
-
-    @admin.display(description="last seen", ordering="last_seen_at")
-    def last_seen(self, obj):
-        return ago(obj.last_seen_at)
+    extra_fields = ("capabilities_json", "raw_snapshot")
 
     @admin.display(description="CPU", ordering="resource__cpu_util")
     def cpu(self, obj):
-        resource = _resource(obj)
+        resource = obj.latest_resource
         return pct(resource.cpu_util) if resource else MISSING
 
     @admin.display(description="GPU util", ordering="resource__gpu_util_avg")
     def gpu(self, obj):
-        resource = _resource(obj)
+        resource = obj.latest_resource
         return pct(resource.gpu_util_avg) if resource else MISSING
 
     @admin.display(description="admission", ordering="resource__admission_state")
     def admission(self, obj):
-        resource = _resource(obj)
+        resource = obj.latest_resource
         return (resource.admission_state or MISSING) if resource else MISSING
-
-    @admin.display(description="meta")
-    def meta_json(self, obj):
-        return pretty_json(obj.meta)
 
     @admin.display(description="capabilities")
     def capabilities_json(self, obj):
@@ -60,7 +43,7 @@ class InstanceAdmin(admin.ModelAdmin):
 
     @admin.display(description="latest snapshot")
     def raw_snapshot(self, obj):
-        resource = _resource(obj)
+        resource = obj.latest_resource
         return pretty_json(resource.raw_resource) if resource else MISSING
 
 
@@ -72,12 +55,34 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     list_filter = ("admission_state", "gpu_sample_quality")
     search_fields = ("instance__instance_id", "instance__host")
-    exclude = ("raw_resource",)
-    readonly_fields = ("raw_json",)
+    # Epoch columns are shown as dates instead; the raw snapshot as JSON.
+    EPOCH_FIELDS = ("resource_reported_at", "resource_ts_ms", "resource_report_wall_time_ms",
+                    "agent_snapshot_timestamp_ms")
+
+    def get_fields(self, request, obj=None):
+        columns = [f.name for f in InstanceResource._meta.concrete_fields
+                   if f.name not in (*self.EPOCH_FIELDS, "raw_resource", "has_raw_resource")]
+        return (*columns, "reported_detail", "snapshot_time", "report_wall_time", "raw_json")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
 
     @admin.display(description="reported", ordering="resource_reported_at")
     def reported(self, obj):
         return ago(obj.resource_reported_at)
+
+    @admin.display(description="received by this proxy")
+    def reported_detail(self, obj):
+        return date_and_age(obj.resource_reported_at)
+
+    @admin.display(description="snapshot taken (agent clock)")
+    def snapshot_time(self, obj):
+        return date_and_age(None if obj.resource_ts_ms is None else obj.resource_ts_ms / 1000)
+
+    @admin.display(description="report sent (agent clock)")
+    def report_wall_time(self, obj):
+        wall = obj.resource_report_wall_time_ms
+        return date_and_age(None if wall is None else wall / 1000)
 
     @admin.display(description="raw snapshot")
     def raw_json(self, obj):

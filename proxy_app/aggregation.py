@@ -1,9 +1,11 @@
 """pool_resource (SPEC 5) from the pool's SQL aggregates: a pure function.
 
-``totals`` is the dict ``Instance.objects.pool_totals()`` returns; nothing
+``totals`` is the dict ``proxy_app.pool.pool_totals()`` returns; nothing
 here touches the database or the clock, so every rule is tested with plain
 dicts.
 """
+
+from controlplane.admission import Admission
 
 SCHEMA_VERSION = 1
 UNAVAILABLE = "unavailable"
@@ -32,16 +34,16 @@ def source(value, label):
 def admission(instances):
     """The pool's admission state and reason, first matching rule wins."""
     alive, reporting = instances["alive"], instances["with_resource"]
-    accepting, degraded, rejecting = instances["accepting"], instances["degraded"], instances["rejecting"]
+    accepting, degraded, rejecting = (instances[state] for state in Admission.values)
     missing = instances["missing_resource"]
     if alive == 0:
-        state = "rejecting"
+        state = Admission.REJECTING
     elif reporting > 0 and rejecting == reporting and missing == 0:
-        state = "rejecting"
+        state = Admission.REJECTING
     elif degraded or rejecting or missing > 0:
-        state = "degraded"
+        state = Admission.DEGRADED
     else:
-        state = "accepting"
+        state = Admission.ACCEPTING
     reason = f"{accepting} accepting, {degraded} degraded, {rejecting} rejecting, {alive} alive"
     return state, reason
 
@@ -62,9 +64,7 @@ def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):
         "stale": total - alive,
         "with_resource": reporting,
         "missing_resource": alive - reporting,
-        "accepting": totals["accepting"],
-        "degraded": totals["degraded"],
-        "rejecting": totals["rejecting"],
+        **{state: totals[state] for state in Admission.values},
     }
 
     inflight_total = _int_or_none(totals["inflight_total"])
@@ -116,7 +116,7 @@ def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):
         "load": load,
         "utilization": utilization,
         "resource_freshness_s": freshness,
-        "pool_admission_state": state,
+        "pool_admission_state": state.value,
         "pool_admission_reason": reason,
         "metric_source": {
             "instances": "proxy_instance_pool_ttl",

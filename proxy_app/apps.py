@@ -1,6 +1,38 @@
+import logging
+import sys
+
 from django.apps import AppConfig
+
+from controlplane.supervisor import ProcessSpec
+from controlplane.tasks import PeriodicTask
+
+log = logging.getLogger("fleetwatch.up")
 
 
 class ProxyAppConfig(AppConfig):
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
+    role = "proxy"
+    periodic_tasks = (
+        PeriodicTask("proxy_app.tasks.sweep_instances", minutes=1),
+        PeriodicTask("proxy_app.tasks.delete_expired_instances", minutes=10),
+        PeriodicTask("proxy_app.tasks.prune_instance_history", minutes=60),
+    )
+
+    def up_processes(self, up):
+        """What ``manage.py up`` runs for this role besides the web server and the task cluster."""
+        from proxy_app.pool import default_scheduler_url
+
+        processes = []
+        if default_scheduler_url():
+            processes.append(ProcessSpec("link", [*up.manage, "run_link"]))
+        else:
+            log.warning("no FLEETWATCH_SCHEDULER_URL and no scheduler role here: this proxy reports to no scheduler")
+        if up.start_agent:
+            # A convenience: if it cannot run here (its port is taken, say),
+            # the control plane keeps running without it.
+            processes.append(ProcessSpec(
+                "agent", [sys.executable, "-m", "agent", "--proxy-url", up.base_url, "--listen", up.agent_listen],
+                essential=False,
+            ))
+        return processes

@@ -3,7 +3,8 @@
 Steps, one per loop turn (``ProxyLink.step``):
 
 1. Not registered: POST ``/v1/proxy/register`` with a fresh pool_resource;
-   take ``heartbeat_interval_s`` from the answer (fallback 5 s).
+   take ``heartbeat_interval_s`` from the answer (fallback: the
+   ``FLEETWATCH_PROXY_HEARTBEAT_S`` setting, 5 s by default).
 2. Registered: POST ``/v1/proxy/heartbeat`` with a fresh pool_resource, the
    pool's load, and ``meta_patch`` when the meta changed since last sent.
 3. A 404 means the scheduler forgot us (restart, wiped database): register
@@ -29,22 +30,12 @@ from proxy_app.models import SchedulerLinkState
 
 log = logging.getLogger("fleetwatch.link")
 
-DEFAULT_INTERVAL_S = 5.0
 BACKOFF_START_S = 0.5
 REQUEST_TIMEOUT_S = 5.0
 
 
 class SchedulerUnavailable(Exception):
     """The scheduler could not be reached or answered with a server error."""
-
-
-def default_scheduler_url():
-    """``FLEETWATCH_SCHEDULER_URL``, else this process when it is the scheduler too."""
-    if settings.FLEETWATCH_SCHEDULER_URL:
-        return settings.FLEETWATCH_SCHEDULER_URL.rstrip("/")
-    if "scheduler" in settings.FLEETWATCH_ROLES:
-        return pool.advertised_url()
-    return ""
 
 
 def backoff_delay(failures, cap_s, rand=random.random):
@@ -61,7 +52,8 @@ class ProxyLink:
         self.timeout = timeout
         self.proxy_id = pool.proxy_id()
         self.registered = False
-        self.interval = DEFAULT_INTERVAL_S
+        # Until a register answer says otherwise; it also caps the backoff.
+        self.interval = float(settings.FLEETWATCH_PROXY_HEARTBEAT_S)
         self.failures = 0
         self.sent_meta = None
 
@@ -134,7 +126,7 @@ class ProxyLink:
         if response.status_code != 200:
             return self.failed("register", f"HTTP {response.status_code}: {response.text[:200]}")
         answer = response.json()
-        self.interval = float(answer.get("heartbeat_interval_s") or DEFAULT_INTERVAL_S)
+        self.interval = float(answer.get("heartbeat_interval_s") or settings.FLEETWATCH_PROXY_HEARTBEAT_S)
         self.proxy_id = answer.get("proxy_id") or self.proxy_id
         self.registered = True
         self.sent_meta = self.meta()
@@ -199,10 +191,7 @@ class ProxyLink:
             fields["last_ok_at"] = now
         if error:
             fields.update(last_error=error[:2000], last_error_at=now)
-        try:
-            SchedulerLinkState.objects.update_or_create(proxy_id=self.proxy_id, defaults=fields)
-        except Exception:  # a locked or restarting database must not stop the link
-            log.exception("scheduler link: could not record the outcome")
+        SchedulerLinkState.objects.record(self.proxy_id, fields)
 
     # --- the loop -----------------------------------------------------------
 
@@ -213,11 +202,3 @@ class ProxyLink:
             if delay > 0:
                 stop.wait(delay)
         self.unregister()
-
-
-def link_status():
-    """What ``/debug/status`` shows about the link (None when it never ran)."""
-    state = SchedulerLinkState.objects.filter(proxy_id=pool.proxy_id()).first()
-    return state.as_dict() if state else None
-
-

@@ -1,27 +1,30 @@
 """State of one pool: its instances, their latest resources, their status history."""
 
-from django.conf import settings
 from django.db import models
 
-from controlplane.models import LivenessFields, StatusChangeBase
-from proxy_app.managers import InstanceManager
+from controlplane import liveness
+from controlplane.admission import Admission
+from controlplane.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
+from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
 
-class Instance(LivenessFields):
+class InstanceStatusChange(StatusChangeBase):
+    """A liveness transition of an instance; kept after the instance is deleted."""
+
+    instance_id = models.CharField(max_length=NAME_LENGTH, db_index=True)
+
+    def __str__(self):
+        return f"{self.instance_id}: {self.old_status or '-'} → {self.new_status}"
+
+
+class Instance(RegisteredEndpoint):
     """One LLM-serving process registered with this proxy (SPEC 3)."""
 
-    instance_id = models.CharField(max_length=255, primary_key=True)
-    host = models.CharField(max_length=255)
-    port = models.PositiveIntegerField()
-    endpoints = models.JSONField(default=list, blank=True)
-    tags = models.JSONField(default=list, blank=True)
-    weight = models.FloatField(default=1.0)
-    meta = models.JSONField(default=dict, blank=True)
+    instance_id = models.CharField(max_length=NAME_LENGTH, primary_key=True)
     capabilities = models.JSONField(null=True, blank=True)
-    # Load from heartbeats; null until an instance reports it.
-    inflight = models.BigIntegerField(null=True, blank=True)
-    qps_1m = models.FloatField(null=True, blank=True)
-    gpu_util = models.FloatField(null=True, blank=True)
+
+    status_change_model = InstanceStatusChange
+    ttl_setting = "FLEETWATCH_INSTANCE_TTL_S"
 
     objects = InstanceManager()
 
@@ -32,18 +35,18 @@ class Instance(LivenessFields):
             models.Index(fields=["status", "last_seen_at"], name="instance_status_seen"),
         ]
 
-    def __str__(self):
-        return self.instance_id
+    @classmethod
+    def heartbeat_interval_s(cls):
+        """The interval handed to instances on register: a third of the TTL, 1–10 s."""
+        return liveness.heartbeat_interval_for_ttl(cls.ttl_s())
 
-    @staticmethod
-    def ttl_s():
-        return settings.FLEETWATCH_INSTANCE_TTL_S
-
-    @staticmethod
-    def record_change(instance_id, old_status, new_status, reason, at):
-        InstanceStatusChange.objects.create(
-            instance_id=instance_id, old_status=old_status, new_status=new_status, reason=reason, at=at
-        )
+    @property
+    def latest_resource(self):
+        """The InstanceResource, or None before the first snapshot (no query when select_related)."""
+        try:
+            return self.resource
+        except InstanceResource.DoesNotExist:
+            return None
 
 
 class InstanceResource(models.Model):
@@ -74,12 +77,16 @@ class InstanceResource(models.Model):
     gpu_mem_total_mb = models.FloatField(null=True, blank=True)
     network_rx_mbps = models.FloatField(null=True, blank=True)
     network_tx_mbps = models.FloatField(null=True, blank=True)
-    admission_state = models.CharField(max_length=32, null=True, blank=True, db_index=True)
+    # An agent's word: stored lower-cased as sent, so an unknown state is
+    # kept rather than refused; the known ones are the Admission choices.
+    admission_state = models.CharField(
+        max_length=32, null=True, blank=True, db_index=True, choices=Admission.choices
+    )
     resource_ts_ms = models.BigIntegerField(null=True, blank=True)
     resource_reported_at = models.FloatField(null=True, blank=True)
     resource_report_monotonic_ms = models.BigIntegerField(null=True, blank=True)
     resource_report_wall_time_ms = models.BigIntegerField(null=True, blank=True)
-    reported_instance_id = models.CharField(max_length=255, null=True, blank=True)
+    reported_instance_id = models.CharField(max_length=NAME_LENGTH, null=True, blank=True)
     agent_snapshot_timestamp_ms = models.BigIntegerField(null=True, blank=True)
     report_seq = models.BigIntegerField(null=True, blank=True)
     # False when the snapshot was an empty object: such an instance is alive
@@ -93,15 +100,6 @@ class InstanceResource(models.Model):
         return f"resource of {self.instance_id}"
 
 
-class InstanceStatusChange(StatusChangeBase):
-    """A liveness transition of an instance; kept after the instance is deleted."""
-
-    instance_id = models.CharField(max_length=255, db_index=True)
-
-    def __str__(self):
-        return f"{self.instance_id}: {self.old_status or '-'} → {self.new_status}"
-
-
 class SchedulerLinkState(models.Model):
     """Last outcome of this proxy's link to the scheduler (SPEC 7).
 
@@ -109,7 +107,7 @@ class SchedulerLinkState(models.Model):
     so ``/debug/status`` in the web processes can show it.
     """
 
-    proxy_id = models.CharField(max_length=255, primary_key=True)
+    proxy_id = models.CharField(max_length=NAME_LENGTH, primary_key=True)
     scheduler_url = models.CharField(max_length=1024)
     registered = models.BooleanField(default=False)
     heartbeat_interval_s = models.FloatField(null=True, blank=True)
@@ -119,6 +117,8 @@ class SchedulerLinkState(models.Model):
     last_error_at = models.FloatField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     consecutive_failures = models.IntegerField(default=0)
+
+    objects = SchedulerLinkStateManager()
 
     def as_dict(self):
         return {

@@ -1,18 +1,12 @@
-"""This proxy's identity and settings as the rest of the app reads them."""
+"""This pool as a whole: the Proxy's identity and its pool_resource (SPEC 5, 7)."""
 
 from django.conf import settings
+from django.db.models import Avg, Count, Max, Min, Q, Sum
 
 from controlplane import clock, liveness
+from controlplane.admission import Admission
 from proxy_app.aggregation import build_pool_resource
-from proxy_app.models import Instance
-
-
-def ttl_s():
-    return Instance.ttl_s()
-
-
-def heartbeat_interval_s():
-    return liveness.heartbeat_interval_for_ttl(ttl_s())
+from proxy_app.models import Instance, InstanceResource
 
 
 def advertised_address():
@@ -31,10 +25,61 @@ def proxy_id():
     return settings.FLEETWATCH_PROXY_ID or f"hp_{host}:{port}"
 
 
+def default_scheduler_url():
+    """``FLEETWATCH_SCHEDULER_URL``, else this process when it is the scheduler too; "" for none."""
+    if settings.FLEETWATCH_SCHEDULER_URL:
+        return settings.FLEETWATCH_SCHEDULER_URL.rstrip("/")
+    if "scheduler" in settings.FLEETWATCH_ROLES:
+        return advertised_url()
+    return ""
+
+
+def pool_totals(now):
+    """The raw inputs of pool_resource as two SQL aggregates, constant in pool size.
+
+    One over instances (counts and load), one over the resources of reporting
+    instances only, so the wide resource rows are filtered by a WHERE once
+    rather than by a FILTER clause per aggregate.
+    """
+    alive = liveness.alive_q(now, Instance.ttl_s())
+    totals = Instance.objects.aggregate(
+        total=Count("pk"),
+        alive=Count("pk", filter=alive),
+        inflight_total=Sum("inflight", filter=alive),
+        inflight_reported=Count("inflight", filter=alive),
+        qps_1m_total=Sum("qps_1m", filter=alive),
+        qps_1m_reported=Count("qps_1m", filter=alive),
+    )
+    reporting = InstanceResource.objects.filter(
+        liveness.alive_q(now, Instance.ttl_s(), prefix="instance__"),
+        resource_reported_at__isnull=False, has_raw_resource=True,
+    )
+    totals.update(reporting.aggregate(
+        reporting=Count("pk"),
+        **{state.value: Count("pk", filter=Q(admission_state=state)) for state in Admission},
+        cpu_avg=Avg("cpu_util"),
+        cpu_max=Max("cpu_util"),
+        memory_used_mb=Sum("memory_used_mb"),
+        memory_total_mb=Sum("memory_total_mb"),
+        memory_free_ratio_min=Min("memory_free_ratio"),
+        gpu_util_avg=Avg("gpu_util_avg"),
+        gpu_util_max=Max("gpu_util_max"),
+        gpu_mem_used_mb=Sum("gpu_mem_used_mb"),
+        gpu_mem_total_mb=Sum("gpu_mem_total_mb"),
+        gpu_count_total=Sum("gpu_count"),
+        network_rx_mbps_total=Sum("network_rx_mbps"),
+        network_tx_mbps_total=Sum("network_tx_mbps"),
+        reported_at_min=Min("resource_reported_at"),
+        reported_at_avg=Avg("resource_reported_at"),
+        reported_at_max=Max("resource_reported_at"),
+    ))
+    return totals
+
+
 def pool_resource(now=None):
-    """The pool summary sent to the scheduler, computed with SQL aggregates."""
+    """The pool summary sent to the scheduler, computed fresh with SQL aggregates."""
     now = clock.now() if now is None else now
-    totals = Instance.objects.pool_totals(now, ttl_s())
     return build_pool_resource(
-        totals, now=now, ttl_s=ttl_s(), capacity=settings.FLEETWATCH_PROXY_CAPACITY, proxy_id=proxy_id()
+        pool_totals(now), now=now, ttl_s=Instance.ttl_s(), capacity=settings.FLEETWATCH_PROXY_CAPACITY,
+        proxy_id=proxy_id(),
     )

@@ -2,51 +2,38 @@
 
 from rest_framework import serializers
 
-from controlplane.api import (
-    MAX_INFLIGHT,
-    JSONObjectField,
-    ListOrNull,
-    ObjectOrNull,
-    StrictCharField,
-    StrictFloatField,
-    StrictIntegerField,
+from controlplane.fields import JSONObjectField
+from controlplane.models import NAME_LENGTH
+from controlplane.serializers import (
+    HeartbeatSerializerBase,
+    RegisterSerializerBase,
+    endpoint_row,
+    entry_id_field,
+    load_dict,
 )
-from controlplane.liveness import is_alive, status_at
 from proxy_app.normalise import RESOURCE_FIELDS
 
-ID_LENGTH = 255
 
-
-class RegisterSerializer(serializers.Serializer):
-    instance_id = StrictCharField(max_length=ID_LENGTH, required=False, allow_null=True, allow_blank=True)
-    host = StrictCharField(max_length=255)
-    port = StrictIntegerField(min_value=1, max_value=65535)
-    endpoints = ListOrNull(required=False, default=list)
-    tags = ListOrNull(required=False, default=list)
-    weight = StrictFloatField(min_value=0, required=False, default=1.0)
-    meta = ObjectOrNull(required=False, default=dict)
+class RegisterSerializer(RegisterSerializerBase):
+    instance_id = entry_id_field(optional=True)
     capabilities = JSONObjectField(required=False, allow_null=True, default=None)
 
     def validate(self, attrs):
         if not attrs.get("instance_id"):
             attrs["instance_id"] = f"hp_{attrs['host']}:{attrs['port']}"
-            if len(attrs["instance_id"]) > ID_LENGTH:
+            if len(attrs["instance_id"]) > NAME_LENGTH:
                 raise serializers.ValidationError(
-                    {"instance_id": [f"hp_{{host}}:{{port}} would be over {ID_LENGTH} characters; send an instance_id."]}
+                    {"instance_id": [f"hp_{{host}}:{{port}} would be over {NAME_LENGTH} characters; send an instance_id."]}
                 )
         return attrs
 
 
 class InstanceIdSerializer(serializers.Serializer):
-    instance_id = StrictCharField(max_length=ID_LENGTH)
+    instance_id = entry_id_field()
 
 
-class HeartbeatSerializer(InstanceIdSerializer):
-    inflight = StrictIntegerField(min_value=0, max_value=MAX_INFLIGHT, required=False, allow_null=True)
-    qps_1m = StrictFloatField(min_value=0, required=False, allow_null=True)
-    gpu_util = StrictFloatField(min_value=0, max_value=100, required=False, allow_null=True)
-
-    LOAD_FIELDS = ("inflight", "qps_1m", "gpu_util")
+class HeartbeatSerializer(HeartbeatSerializerBase):
+    instance_id = entry_id_field()
 
 
 class SnapshotSerializer(serializers.BaseSerializer):
@@ -74,8 +61,8 @@ class SnapshotSerializer(serializers.BaseSerializer):
             instance_id = instance_id.strip()
             if not instance_id:
                 errors["instance_id"] = ["This field may not be blank."]
-            elif len(instance_id) > ID_LENGTH:
-                errors["instance_id"] = [f"Ensure this field has no more than {ID_LENGTH} characters."]
+            elif len(instance_id) > NAME_LENGTH:
+                errors["instance_id"] = [f"Ensure this field has no more than {NAME_LENGTH} characters."]
         snapshot = data.get("snapshot")
         if "snapshot" not in data:
             errors["snapshot"] = ["This field is required."]
@@ -98,7 +85,7 @@ EMPTY_RESOURCE = {**{name: None for name in RESOURCE_FIELDS}, "raw_resource": {}
 
 def resource_dict(instance, include_raw=True):
     """The SPEC 3.1 fields of an instance's latest resource (nulls before the first)."""
-    resource = getattr(instance, "resource", None) if _has_resource(instance) else None
+    resource = instance.latest_resource
     if resource is None:
         row = dict(EMPTY_RESOURCE)
     else:
@@ -109,29 +96,11 @@ def resource_dict(instance, include_raw=True):
     return row
 
 
-def _has_resource(instance):
-    try:
-        instance.resource
-    except instance._meta.get_field("resource").related_model.DoesNotExist:
-        return False
-    return True
-
-
-def instance_row(instance, *, now, ttl_s, heartbeat_interval_s):
+def instance_row(instance, now):
     """One row of ``/v1/instance/list``."""
     return {
-        "instance_id": instance.instance_id,
-        "host": instance.host,
-        "port": instance.port,
-        "endpoints": instance.endpoints,
-        "tags": instance.tags,
-        "weight": instance.weight,
-        "meta": instance.meta,
+        **endpoint_row(instance, now),
         "capabilities": instance.capabilities,
-        "registered_at": instance.registered_at,
-        "last_seen_at": instance.last_seen_at,
-        "status": status_at(instance.last_seen_at, now, ttl_s, heartbeat_interval_s).value,
-        "is_alive": is_alive(instance.last_seen_at, now, ttl_s),
-        "load": {"inflight": instance.inflight, "qps_1m": instance.qps_1m, "gpu_util": instance.gpu_util},
+        "load": load_dict(instance),
         "resource": resource_dict(instance),
     }

@@ -1,15 +1,14 @@
-"""Periodic tasks of the proxy role (see controlplane.tasks)."""
+"""Periodic tasks of the proxy role (declared on ``ProxyAppConfig``)."""
 
 from django.conf import settings
 
 from controlplane import clock
-from proxy_app import pool
 from proxy_app.models import Instance, InstanceStatusChange
 
 
 def sweep_instances():
     """Record alive → suspect → stale transitions; returns how many."""
-    return Instance.objects.sweep(clock.now(), pool.ttl_s(), pool.heartbeat_interval_s())
+    return Instance.objects.sweep(clock.now())
 
 
 def delete_expired_instances():

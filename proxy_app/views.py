@@ -3,12 +3,12 @@
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, ok_response, query_bool
+from controlplane import clock
+from controlplane.liveness import ChangeReason
+from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool
 from proxy_app import pool
-from proxy_app.link import link_status
-from proxy_app.managers import IngestResult
-from proxy_app.models import Instance
+from proxy_app.ingest import IngestResult, ingest_snapshot
+from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
@@ -20,13 +20,8 @@ from proxy_app.serializers import (
 
 UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
-
-
-def instances_in_view(include_dead, now):
-    queryset = Instance.objects.select_related("resource")
-    if not include_dead:
-        queryset = queryset.filter(last_seen_at__gte=now - pool.ttl_s())
-    return queryset
+# How many alive instance ids /debug/status shows (the original CLI's sample).
+SAMPLE_IDS = 10
 
 
 class InstanceViewSet(ControlPlaneViewSet):
@@ -38,24 +33,22 @@ class InstanceViewSet(ControlPlaneViewSet):
         instance = Instance.objects.register(now=clock.now(), **data)
         return Response({
             "instance_id": instance.instance_id,
-            "heartbeat_interval_s": pool.heartbeat_interval_s(),
-            "ttl_s": pool.ttl_s(),
+            "heartbeat_interval_s": Instance.heartbeat_interval_s(),
+            "ttl_s": Instance.ttl_s(),
         })
 
     @action(detail=False, methods=["post"])
     def heartbeat(self, request):
         data = self.validated(HeartbeatSerializer)
-        load = {name: data[name] for name in HeartbeatSerializer.LOAD_FIELDS if name in data}
-        if not Instance.objects.touch(data["instance_id"], clock.now(), "heartbeat", **load):
+        load = HeartbeatSerializer.load(data)
+        if not Instance.objects.touch(data["instance_id"], clock.now(), ChangeReason.HEARTBEAT, **load):
             return Response(UNKNOWN_INSTANCE)
         return ok_response()
 
     @action(detail=False, methods=["post"], url_path="resource_snapshot")
     def resource_snapshot(self, request):
         data = self.validated(SnapshotSerializer)
-        result = Instance.objects.ingest_snapshot(
-            data["instance_id"], data["snapshot"], data["metadata"], clock.now()
-        )
+        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
         if result is IngestResult.UNKNOWN:
             return Response(UNKNOWN_INSTANCE)
         if result is IngestResult.STALE:
@@ -69,11 +62,9 @@ class InstanceViewSet(ControlPlaneViewSet):
 
     @action(detail=False, methods=["get"], url_path="list")
     def list_instances(self, request):
-        include_dead = query_bool(request, "include_dead", False)
         now = clock.now()
-        queryset = instances_in_view(include_dead, now)
-        context = {"now": now, "ttl_s": pool.ttl_s(), "heartbeat_interval_s": pool.heartbeat_interval_s()}
-        return self.rows_response(queryset, lambda i: instance_row(i, **context))
+        instances = Instance.objects.select_related("resource").in_view(query_bool(request, "include_dead", False), now)
+        return self.rows_response(instances, lambda instance: instance_row(instance, now))
 
 
 class PoolDebugViewSet(ControlPlaneViewSet):
@@ -82,64 +73,57 @@ class PoolDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def status(self, request):
         now = clock.now()
-        ttl = pool.ttl_s()
         total = Instance.objects.count()
-        alive = Instance.objects.filter(last_seen_at__gte=now - ttl).count()
-        body = {
+        alive = Instance.objects.alive(now)
+        alive_count = alive.count()
+        return Response({
             "ok": True,
-            "ttl_s": ttl,
-            "alive_instances": alive,
+            "ttl_s": Instance.ttl_s(),
+            "alive_instances": alive_count,
             "total_instances": total,
-            "expired_instances": total - alive,
-            "sample_ids": list(Instance.objects.values_list("instance_id", flat=True)[:10]),
+            "expired_instances": total - alive_count,
+            "sample_ids": list(alive.values_list("instance_id", flat=True)[:SAMPLE_IDS]),
             "proxy_id": pool.proxy_id(),
-        }
-        body.update(self.extra_status())
-        return Response(body)
-
-    def extra_status(self):
-        """The scheduler link's last outcome (it runs in its own process)."""
-        return {"scheduler_link": link_status()}
+            "scheduler_link": SchedulerLinkState.objects.status_of(pool.proxy_id()),
+        })
 
     @action(detail=False, methods=["get"])
     def instance_resources(self, request):
         now = clock.now()
+        instances = Instance.objects.select_related("resource").in_view(query_bool(request, "include_dead", True), now)
         rows = [
             {
-                "instance_id": i.instance_id,
-                "host": i.host,
-                "port": i.port,
-                "last_seen_at": i.last_seen_at,
-                "is_alive": liveness.is_alive(i.last_seen_at, now, pool.ttl_s()),
-                "resource": resource_dict(i, include_raw=False),
+                "instance_id": instance.instance_id,
+                "host": instance.host,
+                "port": instance.port,
+                "last_seen_at": instance.last_seen_at,
+                "is_alive": instance.is_alive(now),
+                "resource": resource_dict(instance, include_raw=False),
             }
-            for i in instances_in_view(query_bool(request, "include_dead", True), now)
+            for instance in instances
         ]
         return Response({"instances": rows})
 
     @action(detail=False, methods=["get"])
     def instance_loads(self, request):
         now = clock.now()
-        ttl = pool.ttl_s()
-        queryset = Instance.objects.all()
-        if not query_bool(request, "include_dead", True):
-            queryset = queryset.filter(last_seen_at__gte=now - ttl)
+        instances = Instance.objects.in_view(query_bool(request, "include_dead", True), now).only(
+            "instance_id", "last_seen_at", "inflight", "qps_1m", "gpu_util"
+        )
         rows = [
             {
-                "instance_id": instance_id,
-                "is_alive": liveness.is_alive(seen, now, ttl),
-                "inflight": inflight,
-                "qps_1m": qps,
-                "gpu_util": gpu_util,
-                "last_seen_at": seen,
+                "instance_id": instance.instance_id,
+                "is_alive": instance.is_alive(now),
+                "inflight": instance.inflight,
+                "qps_1m": instance.qps_1m,
+                "gpu_util": instance.gpu_util,
+                "last_seen_at": instance.last_seen_at,
             }
-            for instance_id, seen, inflight, qps, gpu_util in queryset.values_list(
-                "instance_id", "last_seen_at", "inflight", "qps_1m", "gpu_util"
-            )
+            for instance in instances
         ]
         return Response({
             "ok": True,
-            "ttl_s": ttl,
+            "ttl_s": Instance.ttl_s(),
             "generated_at": now,
             "metric_source": {"inflight": "instance_heartbeat", "qps_1m": "instance_heartbeat"},
             "instances": rows,

@@ -1,13 +1,18 @@
 from django.contrib import admin
 
-from controlplane import clock
-from controlplane.admin_utils import MISSING, ReadOnlyAdminMixin, StatusChangeAdmin, ago, pct, pretty_json
-from controlplane.liveness import status_at
-from scheduler_app import fleet
+from controlplane.admin_utils import (
+    MISSING,
+    ReadOnlyAdminMixin,
+    RegisteredEndpointAdmin,
+    StatusChangeAdmin,
+    ago,
+    date_and_age,
+    pct,
+    pretty_json,
+)
+from controlplane.admission import Admission
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from scheduler_app.summary import summary_columns
-
-ADMISSION_STATES = ("accepting", "degraded", "rejecting")
 
 
 def ratio_pct(value):
@@ -25,47 +30,39 @@ class AdmissionFilter(admin.SimpleListFilter):
     parameter_name = "admission"
 
     def lookups(self, request, model_admin):
-        return [(state, state) for state in ADMISSION_STATES] + [("none", "no summary")]
+        return [*Admission.choices, ("none", "no summary")]
 
     def queryset(self, request, queryset):
         if self.value() == "none":
             return queryset.filter(pool_resource__isnull=True)
-        if self.value() in ADMISSION_STATES:
+        if self.value() in Admission.values:
             return queryset.filter(pool_resource__pool_admission_state=self.value())
         return queryset
 
 
 @admin.register(Proxy)
-class ProxyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ProxyAdmin(RegisteredEndpointAdmin):
+    """Proxies register themselves: the admin shows them and can delete (unregister) a dead one."""
+
     list_display = (
         "proxy_id", "address", "live_status", "last_seen", "admission", "instances", "cpu", "gpu", "weight",
     )
     list_filter = ("status", AdmissionFilter)
-    search_fields = ("proxy_id", "host")
-    # Proxies register themselves: the admin shows them and can delete a dead one.
-    readonly_fields = ("endpoints_json", "tags_json", "meta_json", "pool_resource_json")
-    exclude = ("endpoints", "tags", "meta", "pool_resource")
+    extra_fields = ("capacity", "summary_received", "pool_resource_json")
 
-    # Deleting goes through the manager so the history records it.
-    def delete_model(self, request, obj):
-        Proxy.objects.unregister(obj.pk, clock.now())
+    @admin.display(description="capacity")
+    def capacity(self, obj):
+        return pretty_json({
+            "max_capacity": obj.max_capacity,
+            "instance_count": obj.instance_count,
+            "kv_mem_per_instance_gb": obj.kv_mem_per_instance_gb,
+            "kv_cache_pool_gb": obj.kv_cache_pool_gb,
+            "kv_cache_update_policy": obj.kv_cache_update_policy,
+        })
 
-    def delete_queryset(self, request, queryset):
-        now = clock.now()
-        for proxy_id in queryset.values_list("pk", flat=True):
-            Proxy.objects.unregister(proxy_id, now)
-
-    @admin.display(description="address")
-    def address(self, obj):
-        return f"{obj.host}:{obj.port}"
-
-    @admin.display(description="status (now)")
-    def live_status(self, obj):
-        return status_at(obj.last_seen_at, clock.now(), fleet.ttl_s(), fleet.heartbeat_interval_s()).value
-
-    @admin.display(description="last seen", ordering="last_seen_at")
-    def last_seen(self, obj):
-        return ago(obj.last_seen_at)
+    @admin.display(description="latest summary received")
+    def summary_received(self, obj):
+        return date_and_age(obj.pool_resource_reported_at)
 
     @admin.display(description="admission")
     def admission(self, obj):
@@ -84,18 +81,6 @@ class ProxyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def gpu(self, obj):
         return pct(summary_columns(obj.pool_resource)["gpu_util_avg"])
 
-    @admin.display(description="endpoints")
-    def endpoints_json(self, obj):
-        return pretty_json(obj.endpoints)
-
-    @admin.display(description="tags")
-    def tags_json(self, obj):
-        return pretty_json(obj.tags)
-
-    @admin.display(description="meta")
-    def meta_json(self, obj):
-        return pretty_json(obj.meta)
-
     @admin.display(description="latest pool summary")
     def pool_resource_json(self, obj):
         return pretty_json(obj.pool_resource)
@@ -108,12 +93,16 @@ class PoolResourceSampleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     list_filter = ("pool_admission_state",)
     search_fields = ("proxy_id",)
-    exclude = ("pool_resource",)
-    readonly_fields = ("summary_json",)
+    exclude = ("pool_resource", "received_at")
+    readonly_fields = ("received_detail", "summary_json")
 
     @admin.display(description="received", ordering="received_at")
     def received(self, obj):
         return ago(obj.received_at)
+
+    @admin.display(description="received")
+    def received_detail(self, obj):
+        return date_and_age(obj.received_at)
 
     @admin.display(description="instances alive/total")
     def instances(self, obj):

@@ -3,7 +3,8 @@
 from django.conf import settings
 from django.db import models
 
-from controlplane.models import LivenessFields, StatusChangeBase
+from controlplane.admission import Admission
+from controlplane.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
 from scheduler_app.managers import PoolResourceSampleManager, ProxyManager
 from scheduler_app.summary import ADMISSION_STATE_LENGTH, summary_columns
 
@@ -14,28 +15,31 @@ def default_endpoints():
     return list(DEFAULT_ENDPOINTS)
 
 
-class Proxy(LivenessFields):
+class ProxyStatusChange(StatusChangeBase):
+    """A liveness transition of a proxy; kept after the proxy is deleted."""
+
+    proxy_id = models.CharField(max_length=NAME_LENGTH, db_index=True)
+
+    def __str__(self):
+        return f"{self.proxy_id}: {self.old_status or '-'} → {self.new_status}"
+
+
+class Proxy(RegisteredEndpoint):
     """The control plane of one pool of instances, registered with this scheduler (SPEC 6)."""
 
-    proxy_id = models.CharField(max_length=255, primary_key=True)
-    host = models.CharField(max_length=255)
-    port = models.PositiveIntegerField()
+    proxy_id = models.CharField(max_length=NAME_LENGTH, primary_key=True)
     endpoints = models.JSONField(default=default_endpoints, blank=True)
-    tags = models.JSONField(default=list, blank=True)
-    weight = models.FloatField(default=1.0)
-    meta = models.JSONField(default=dict, blank=True)
     # Static capacity the proxy declares on register.
     max_capacity = models.BigIntegerField(default=0)
     instance_count = models.BigIntegerField(default=0)
     kv_mem_per_instance_gb = models.FloatField(default=0.0)
     kv_cache_update_policy = models.CharField(max_length=64, default="lru")
-    # Load from heartbeats; null until the proxy reports it.
-    inflight = models.BigIntegerField(null=True, blank=True)
-    qps_1m = models.FloatField(null=True, blank=True)
-    gpu_util = models.FloatField(null=True, blank=True)
     # The latest pool summary exactly as sent, and when this scheduler got it.
     pool_resource = models.JSONField(null=True, blank=True)
     pool_resource_reported_at = models.FloatField(null=True, blank=True, help_text="Epoch seconds, receive time.")
+
+    status_change_model = ProxyStatusChange
+    ttl_setting = "FLEETWATCH_PROXY_TTL_S"
 
     objects = ProxyManager()
 
@@ -47,22 +51,24 @@ class Proxy(LivenessFields):
             models.Index(fields=["status", "last_seen_at"], name="proxy_status_seen"),
         ]
 
-    @staticmethod
-    def ttl_s():
-        return settings.FLEETWATCH_PROXY_TTL_S
+    @classmethod
+    def heartbeat_interval_s(cls):
+        """The interval proxies are told to heartbeat at (``FLEETWATCH_PROXY_HEARTBEAT_S``)."""
+        return settings.FLEETWATCH_PROXY_HEARTBEAT_S
 
-    def __str__(self):
-        return self.proxy_id
+    @classmethod
+    def heartbeat_interval_wire(cls):
+        """The interval as answered on register: an int when integral.
+
+        The original answered an int and its clients may parse it as one; a
+        sub-second setting still goes out as the float it is.
+        """
+        interval = float(cls.heartbeat_interval_s())
+        return int(interval) if interval.is_integer() else interval
 
     @property
     def kv_cache_pool_gb(self):
         return float(self.instance_count) * float(self.kv_mem_per_instance_gb)
-
-    @staticmethod
-    def record_change(proxy_id, old_status, new_status, reason, at):
-        ProxyStatusChange.objects.create(
-            proxy_id=proxy_id, old_status=old_status, new_status=new_status, reason=reason, at=at
-        )
 
     @staticmethod
     def record_summary(proxy_id, pool_resource, at):
@@ -80,7 +86,7 @@ class PoolResourceSample(models.Model):
     so a chart reads columns, not JSON.
     """
 
-    proxy_id = models.CharField(max_length=255)
+    proxy_id = models.CharField(max_length=NAME_LENGTH)
     received_at = models.FloatField(db_index=True, help_text="Epoch seconds, scheduler receive time.")
     pool_resource = models.JSONField()
     instances_alive = models.BigIntegerField(null=True, blank=True)
@@ -88,7 +94,9 @@ class PoolResourceSample(models.Model):
     cpu_avg = models.FloatField(null=True, blank=True)
     gpu_util_avg = models.FloatField(null=True, blank=True)
     memory_used_ratio = models.FloatField(null=True, blank=True)
-    pool_admission_state = models.CharField(max_length=ADMISSION_STATE_LENGTH, null=True, blank=True)
+    pool_admission_state = models.CharField(
+        max_length=ADMISSION_STATE_LENGTH, null=True, blank=True, choices=Admission.choices
+    )
 
     objects = PoolResourceSampleManager()
 
@@ -101,12 +109,3 @@ class PoolResourceSample(models.Model):
 
     def __str__(self):
         return f"{self.proxy_id} @ {self.received_at:.0f}"
-
-
-class ProxyStatusChange(StatusChangeBase):
-    """A liveness transition of a proxy; kept after the proxy is deleted."""
-
-    proxy_id = models.CharField(max_length=255, db_index=True)
-
-    def __str__(self):
-        return f"{self.proxy_id}: {self.old_status or '-'} → {self.new_status}"

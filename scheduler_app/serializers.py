@@ -4,19 +4,23 @@ import uuid
 
 from rest_framework import serializers
 
-from controlplane.api import (
-    MAX_INFLIGHT,
+from controlplane.fields import (
     JSONObjectField,
     ListOrNull,
-    ObjectOrNull,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
 )
-from controlplane.liveness import is_alive, status_at
+from controlplane.models import NAME_LENGTH
+from controlplane.serializers import (
+    HeartbeatSerializerBase,
+    RegisterSerializerBase,
+    endpoint_row,
+    entry_id_field,
+    load_dict,
+)
 from scheduler_app.models import default_endpoints
 
-ID_LENGTH = 255
 DEFAULT_POLICY = "lru"
 
 
@@ -24,14 +28,9 @@ def new_proxy_id():
     return f"pxy_{uuid.uuid4().hex[:12]}"
 
 
-class RegisterSerializer(serializers.Serializer):
-    proxy_id = StrictCharField(max_length=ID_LENGTH, required=False, allow_null=True, allow_blank=True)
-    host = StrictCharField(max_length=255)
-    port = StrictIntegerField(min_value=1, max_value=65535)
+class RegisterSerializer(RegisterSerializerBase):
+    proxy_id = entry_id_field(optional=True)
     endpoints = ListOrNull(required=False, default=default_endpoints)
-    tags = ListOrNull(required=False, default=list)
-    weight = StrictFloatField(min_value=0, required=False, default=1.0)
-    meta = ObjectOrNull(required=False, default=dict)
     max_capacity = StrictIntegerField(min_value=0, required=False, default=0)
     instance_count = StrictIntegerField(min_value=0, required=False, default=0)
     kv_mem_per_instance_gb = StrictFloatField(min_value=0, required=False, default=0.0)
@@ -50,25 +49,19 @@ class RegisterSerializer(serializers.Serializer):
 
 
 class ProxyIdSerializer(serializers.Serializer):
-    proxy_id = StrictCharField(max_length=ID_LENGTH)
+    proxy_id = entry_id_field()
 
 
-class HeartbeatSerializer(ProxyIdSerializer):
-    # Absent load fields are left out of validated_data, so only the ones
-    # sent are written; an explicit null records "unknown now".
-    inflight = StrictIntegerField(min_value=0, max_value=MAX_INFLIGHT, required=False, allow_null=True)
-    qps_1m = StrictFloatField(min_value=0, required=False, allow_null=True)
-    gpu_util = StrictFloatField(min_value=0, max_value=100, required=False, allow_null=True)
+class HeartbeatSerializer(HeartbeatSerializerBase):
+    proxy_id = entry_id_field()
     meta_patch = JSONObjectField(required=False, allow_null=True, default=None)
     pool_resource = JSONObjectField(required=False, allow_null=True, default=None)
-
-    LOAD_FIELDS = ("inflight", "qps_1m", "gpu_util")
 
 
 class HistoryQuerySerializer(serializers.Serializer):
     """Query of ``/debug/proxy_pool_history``."""
 
-    proxy_id = StrictCharField(max_length=ID_LENGTH, required=False)
+    proxy_id = StrictCharField(max_length=NAME_LENGTH, required=False)
     since = StrictFloatField(required=False)
     limit = StrictIntegerField(min_value=1, max_value=10_000, required=False, default=500)
 
@@ -76,28 +69,16 @@ class HistoryQuerySerializer(serializers.Serializer):
 # --- answers ------------------------------------------------------------------
 
 
-def proxy_row(proxy, *, now, ttl_s, heartbeat_interval_s):
+def proxy_row(proxy, now):
     """One row of ``/v1/proxy/list``."""
     return {
-        "proxy_id": proxy.proxy_id,
-        "host": proxy.host,
-        "port": proxy.port,
-        "endpoints": proxy.endpoints,
-        "tags": proxy.tags,
-        "weight": proxy.weight,
-        "meta": proxy.meta,
+        **endpoint_row(proxy, now),
         "max_capacity": proxy.max_capacity,
         "instance_count": proxy.instance_count,
         "kv_mem_per_instance_gb": proxy.kv_mem_per_instance_gb,
         "kv_cache_pool_gb": proxy.kv_cache_pool_gb,
         "kv_cache_update_policy": proxy.kv_cache_update_policy,
-        "inflight": proxy.inflight,
-        "qps_1m": proxy.qps_1m,
-        "gpu_util": proxy.gpu_util,
-        "registered_at": proxy.registered_at,
-        "last_seen_at": proxy.last_seen_at,
-        "is_alive": is_alive(proxy.last_seen_at, now, ttl_s),
-        "status": status_at(proxy.last_seen_at, now, ttl_s, heartbeat_interval_s).value,
+        **load_dict(proxy),
         "pool_resource": proxy.pool_resource,
         "pool_resource_reported_at": proxy.pool_resource_reported_at,
     }

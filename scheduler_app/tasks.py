@@ -1,15 +1,14 @@
-"""Periodic tasks of the scheduler role (see controlplane.tasks)."""
+"""Periodic tasks of the scheduler role (declared on ``SchedulerAppConfig``)."""
 
 from django.conf import settings
 
 from controlplane import clock
-from scheduler_app import fleet
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 
 
 def sweep_proxies():
     """Record alive → suspect → stale transitions of proxies; returns how many."""
-    return Proxy.objects.sweep(clock.now(), fleet.ttl_s(), fleet.heartbeat_interval_s())
+    return Proxy.objects.sweep(clock.now())
 
 
 def delete_expired_proxies():

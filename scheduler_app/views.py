@@ -4,9 +4,8 @@ from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from controlplane import clock, liveness
-from controlplane.api import ControlPlaneViewSet, ok_response, query_bool
-from scheduler_app import fleet
+from controlplane import clock
+from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool
 from scheduler_app.models import PoolResourceSample, Proxy
 from scheduler_app.serializers import (
     HeartbeatSerializer,
@@ -21,12 +20,10 @@ from scheduler_app.serializers import (
 NOT_REGISTERED = {"detail": "proxy_id not registered"}
 
 
-def proxies_in_view(include_dead, now):
-    """Proxies newest-seen first; without ``include_dead`` only those within the TTL."""
-    queryset = Proxy.objects.order_by("-last_seen_at", "proxy_id")
-    if not include_dead:
-        queryset = queryset.filter(last_seen_at__gte=now - fleet.ttl_s())
-    return queryset
+def proxies_in_view(request, include_dead_default, now):
+    """Proxies newest-seen first (SPEC 6); without ``include_dead`` only the alive ones."""
+    include_dead = query_bool(request, "include_dead", include_dead_default)
+    return Proxy.objects.order_by("-last_seen_at", "proxy_id").in_view(include_dead, now)
 
 
 class ProxyViewSet(ControlPlaneViewSet):
@@ -38,14 +35,14 @@ class ProxyViewSet(ControlPlaneViewSet):
         proxy = Proxy.objects.register(now=clock.now(), **data)
         return Response({
             "proxy_id": proxy.proxy_id,
-            "heartbeat_interval_s": fleet.heartbeat_interval_wire(),
-            "ttl_s": fleet.ttl_s(),
+            "heartbeat_interval_s": Proxy.heartbeat_interval_wire(),
+            "ttl_s": Proxy.ttl_s(),
         })
 
     @action(detail=False, methods=["post"])
     def heartbeat(self, request):
         data = self.validated(HeartbeatSerializer)
-        load = {name: data[name] for name in HeartbeatSerializer.LOAD_FIELDS if name in data}
+        load = HeartbeatSerializer.load(data)
         known = Proxy.objects.heartbeat(
             data["proxy_id"], clock.now(), load=load,
             meta_patch=data["meta_patch"], pool_resource=data["pool_resource"],
@@ -62,11 +59,8 @@ class ProxyViewSet(ControlPlaneViewSet):
 
     @action(detail=False, methods=["get"], url_path="list")
     def list_proxies(self, request):
-        include_dead = query_bool(request, "include_dead", False)
         now = clock.now()
-        queryset = proxies_in_view(include_dead, now)
-        context = {"now": now, "ttl_s": fleet.ttl_s(), "heartbeat_interval_s": fleet.heartbeat_interval_s()}
-        return self.rows_response(queryset, lambda p: proxy_row(p, **context))
+        return self.rows_response(proxies_in_view(request, False, now), lambda proxy: proxy_row(proxy, now))
 
 
 class FleetDebugViewSet(ControlPlaneViewSet):
@@ -75,18 +69,18 @@ class FleetDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def proxy_pool_resources(self, request):
         now = clock.now()
-        queryset = proxies_in_view(query_bool(request, "include_dead", True), now)
+        proxies = proxies_in_view(request, True, now).only(
+            "proxy_id", "last_seen_at", "pool_resource_reported_at", "pool_resource"
+        )
         rows = [
             {
-                "proxy_id": proxy_id,
-                "is_alive": liveness.is_alive(seen, now, fleet.ttl_s()),
-                "last_seen_at": seen,
-                "pool_resource_reported_at": reported_at,
-                "pool_resource": summary,
+                "proxy_id": proxy.proxy_id,
+                "is_alive": proxy.is_alive(now),
+                "last_seen_at": proxy.last_seen_at,
+                "pool_resource_reported_at": proxy.pool_resource_reported_at,
+                "pool_resource": proxy.pool_resource,
             }
-            for proxy_id, seen, reported_at, summary in queryset.values_list(
-                "proxy_id", "last_seen_at", "pool_resource_reported_at", "pool_resource"
-            )
+            for proxy in proxies
         ]
         return Response({"ok": True, "proxies": rows})
 

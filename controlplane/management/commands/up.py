@@ -1,15 +1,16 @@
 """``manage.py up``: the whole system on one machine (SPEC 11).
 
-Migrates, registers the periodic schedules, then runs and supervises:
-gunicorn (sync workers) serving the roles of FLEETWATCH_ROLES, the django-q2
-cluster, the proxy → scheduler link (proxy role), and a local agent
-reporting this host to the local proxy (unless --no-agent).
+Migrates, registers the periodic schedules, then runs and supervises: the web
+server serving the roles of FLEETWATCH_ROLES, the django-q2 cluster, and the
+processes each role's app asks for (``AppConfig.up_processes``: the Proxy's
+link to the Scheduler and a local agent reporting this host).
 """
 
 import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -18,12 +19,22 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.supervisor import Supervisor, child_env
+from controlplane.roles import role_apps
 from controlplane.tasks import ensure_schedules
-from proxy_app.link import default_scheduler_url
 
 log = logging.getLogger("fleetwatch.up")
 
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+
+
+@dataclass(frozen=True)
+class UpContext:
+    """What an app needs to know to name its processes."""
+
+    manage: list  # argv prefix of a manage.py command in this environment
+    base_url: str  # where the web server answers
+    agent_listen: str
+    start_agent: bool
 
 
 def default_workers():
@@ -50,7 +61,7 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (default 8000).")
         parser.add_argument("--no-agent", action="store_true", help="Do not start a local agent.")
-        parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default 2 × CPUs, ≤ 8).")
+        parser.add_argument("--workers", type=int, default=None, help="Web workers (default 2 × CPUs, ≤ 8).")
         parser.add_argument("--agent-listen", default="127.0.0.1:9201", help="HTTP address of the local agent.")
 
     def handle(self, *args, host, port, no_agent, workers, agent_listen, **options):
@@ -76,17 +87,10 @@ class Command(BaseCommand):
             supervisor.stop_all()
             raise CommandError(f"the web server did not answer on {base_url} within 60 s")
         supervisor.add("tasks", [*manage, "qcluster"], env)
-        if "proxy" in roles:
-            if default_scheduler_url():
-                supervisor.add("link", [*manage, "run_link"], env)
-            else:
-                log.warning("no FLEETWATCH_SCHEDULER_URL and no scheduler role here: this proxy reports to no scheduler")
-            if not no_agent:
-                # A convenience: if it cannot run here (its port is taken, say),
-                # the control plane keeps running without it.
-                supervisor.add("agent", [
-                    sys.executable, "-m", "agent", "--proxy-url", base_url, "--listen", agent_listen,
-                ], env, essential=False)
+        context = UpContext(manage=manage, base_url=base_url, agent_listen=agent_listen, start_agent=not no_agent)
+        for config in role_apps(roles):
+            for process in config.up_processes(context):
+                supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
 
         self.stdout.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
         self.stdout.flush()

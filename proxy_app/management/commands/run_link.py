@@ -4,7 +4,8 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from proxy_app.link import ProxyLink, default_scheduler_url
+from proxy_app.link import ProxyLink
+from proxy_app.pool import default_scheduler_url
 
 log = logging.getLogger("fleetwatch.link")
 

@@ -1,0 +1,14 @@
+"""The apps behind each role of ``FLEETWATCH_ROLES``.
+
+An app serves a role by declaring it on its AppConfig, along with what the
+shared base collects from it: ``role``, its ``urls`` module (mounted by
+``controlplane.urls``), ``periodic_tasks`` (``controlplane.tasks``) and
+``up_processes(context)`` (``manage.py up``). The base never imports an app.
+"""
+
+from django.apps import apps
+
+
+def role_apps(roles):
+    """The AppConfigs of the apps that serve ``roles``, in INSTALLED_APPS order."""
+    return [config for config in apps.get_app_configs() if getattr(config, "role", None) in roles]

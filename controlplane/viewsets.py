@@ -1,0 +1,94 @@
+"""The base of every API endpoint of both control planes.
+
+Every endpoint is a ``ControlPlaneViewSet``: JSON in and out, errors in the
+envelope of SPEC section 1 (``controlplane.errors``), and one place where
+authentication and permissions are declared.
+"""
+
+from django.http import HttpResponse
+from rest_framework import exceptions, viewsets
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.response import Response
+
+from controlplane.env import parse_bool
+from controlplane.parsers import MAX_DB_INT
+
+OK_BODY = b'{"ok":true}'
+# The most rows one page of a list answers.
+MAX_PAGE = 10_000
+
+
+def ok_response():
+    """``{"ok": true}``, pre-rendered: the answer to nearly every heartbeat and
+    snapshot, where building and rendering a DRF Response showed on the profile."""
+    return HttpResponse(OK_BODY, content_type="application/json")
+
+
+def query_bool(request, name, default):
+    """A query boolean as SPEC section 1 reads them; 400 for anything else."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = parse_bool(raw)
+    if value is None:
+        raise exceptions.ValidationError({name: ["Must be one of true/false/1/0/yes/no/on/off."]})
+    return value
+
+
+def query_int(request, name, minimum=0, maximum=MAX_DB_INT):
+    """An optional integer query parameter within [minimum, maximum]; 400 when not."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise exceptions.ValidationError({name: ["Must be an integer."]}) from None
+    if not minimum <= value <= maximum:
+        raise exceptions.ValidationError({name: [f"Must be between {minimum} and {maximum}."]})
+    return value
+
+
+class JSONOnlyNegotiation(BaseContentNegotiation):
+    """Every answer is JSON: no Accept-header matching per request (it showed on the ingest profile)."""
+
+    def select_parser(self, request, parsers):
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        return next((parser for parser in parsers if parser.media_type == content_type), None)
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
+class ControlPlaneViewSet(viewsets.ViewSet):
+    """Base of every API endpoint: JSON in and out, the SPEC error envelope.
+
+    Authentication and permissions live here so token auth is added once.
+    """
+
+    authentication_classes = []
+    permission_classes = []
+    content_negotiation_class = JSONOnlyNegotiation
+
+    def rows_response(self, queryset, row):
+        """A list endpoint's answer: the bare array SPEC asks for, or with
+        ``limit``/``offset`` a page object, so a client can tell how far to go."""
+        limit = query_int(self.request, "limit", minimum=1, maximum=MAX_PAGE)
+        offset = query_int(self.request, "offset")
+        if limit is None and offset is None:
+            return Response([row(item) for item in queryset])
+        offset = offset or 0
+        page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
+        return Response({
+            "count": queryset.count(),
+            "limit": limit,
+            "offset": offset,
+            "results": [row(item) for item in page],
+        })
+
+    def validated(self, serializer_class):
+        """Validate ``request.data`` (an object) or raise the 400 envelope."""
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
