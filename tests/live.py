@@ -3,8 +3,10 @@
 ``LiveDatabase`` gives each server process a fresh database of the backend
 the suite runs on (a SQLite file, or a new PostgreSQL database when
 DATABASE_URL points at PostgreSQL). ``LiveServer`` runs ``manage.py up`` (or
-any role set) as a child process and stops it with SIGTERM like an operator.
-Tests wait for conditions with ``wait_for``; they never sleep a fixed time.
+any role set) as a child process and ``AgentProcess`` runs ``python -m
+agent``; both are stopped with SIGTERM like an operator would. Tests wait for
+conditions with generous deadlines (``wait_for``); they never sleep a fixed
+time or assert how long something took.
 """
 
 import os
@@ -29,7 +31,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def wait_for(condition, timeout_s=20.0, interval_s=0.1, message="condition"):
+def wait_for(condition, timeout_s=60.0, interval_s=0.1, message="condition"):
     """Poll ``condition()`` until it returns a truthy value; return that value."""
     deadline = time.monotonic() + timeout_s
     last_error = None
@@ -187,3 +189,40 @@ class LiveServer(ChildProcess):
 
     def post(self, path, body):
         return requests.post(self.url + path, json=body, timeout=10)
+
+
+class AgentProcess(ChildProcess):
+    """``python -m agent`` in a child process, on its own port, logging to a file under ``tmp_path``."""
+
+    kind = "agent"
+    stop_timeout_s = 30
+
+    def __init__(self, tmp_path, proxy_url, instance_id, *, port=None, sample_interval_ms=200,
+                 report_interval_ms=200, args=()):
+        self.instance_id = instance_id
+        self.port = port or free_port()
+        self.command = [
+            sys.executable, "-m", "agent", "--proxy-url", proxy_url, "--listen", f"127.0.0.1:{self.port}",
+            "--instance-id", instance_id, "--sample-interval-ms", str(sample_interval_ms),
+            "--report-interval-ms", str(report_interval_ms), *args,
+        ]
+        self.log_path = tmp_path / f"agent-{instance_id}-{self.port}.log"
+
+    def argv(self):
+        return self.command
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "FLEETWATCH_AGENT_"))}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def start(self):
+        return super().start(interval_s=0.1)
+
+    def get(self, path, **kwargs):
+        return requests.get(self.url + path, timeout=5, **kwargs)
+
+    def snapshot(self):
+        response = self.get("/v1/resource/snapshot")
+        assert response.status_code == 200, response.text
+        return response.json()

@@ -8,7 +8,6 @@ injected and moved by the test. The fake Proxy is a real HTTP server on
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections import Counter, namedtuple
@@ -223,10 +222,3 @@ def fake_proxy():
     proxy = FakeProxy()
     yield proxy
     proxy.close()
-
-
-def free_port():
-    """A loopback port nothing listens on (right now)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

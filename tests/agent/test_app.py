@@ -9,14 +9,14 @@ from agent.app import Agent, advertise_address, default_instance_id
 from agent.config import Settings
 
 
-def test_advertised_address_defaults_to_where_the_agent_listens():
+def test_it_advertises_where_it_listens_by_default():
     assert advertise_address(Settings(listen_host="10.1.2.3"), 9201) == ("10.1.2.3", 9201)
     assert advertise_address(Settings(listen_host="0.0.0.0"), 9555) == (socket.gethostname(), 9555)
     assert advertise_address(Settings(advertise_host="gpu-7", advertise_port=8000), 9201) == ("gpu-7", 8000)
     assert default_instance_id("gpu-7", 8000) == "hp_gpu-7:8000"
 
 
-def test_the_agent_registers_its_gpus_serves_and_unregisters(fake_proxy, two_gpus, source):
+def test_it_registers_its_gpus_serves_and_unregisters(fake_proxy, two_gpus, source):
     settings = Settings(listen_port=0, proxy_url=fake_proxy.url, sample_interval_ms=50, report_interval_ms=50)
     agent = Agent(settings, nvml=two_gpus, source=source)
     agent.start()
@@ -37,14 +37,14 @@ def test_the_agent_registers_its_gpus_serves_and_unregisters(fake_proxy, two_gpu
     assert two_gpus.initialised == 0
 
 
-def test_no_report_means_no_proxy_traffic(fake_proxy, two_gpus, source):
+def test_it_sends_no_proxy_traffic_with_no_report(fake_proxy, two_gpus, source):
     agent = Agent(Settings(listen_port=0, proxy_url=fake_proxy.url, report=False), nvml=two_gpus, source=source)
     agent.start()
     agent.stop()
     assert agent.reporter is None and fake_proxy.requests == []
 
 
-def test_once_with_fakes_prints_rates_from_two_samples(two_gpus, source):
+def test_it_prints_rates_from_two_samples_with_once(two_gpus, source):
     out = io.StringIO()
     status = Agent(Settings(report=False, sample_interval_ms=10, instance_id="x"), nvml=two_gpus,
                    source=source).once(out)

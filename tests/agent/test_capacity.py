@@ -11,13 +11,13 @@ def gpu(index=0, health="ok", used=1000.0, total=80000.0):
     return {"index": index, "health": health, "memory_used_mb": used, "memory_total_mb": total}
 
 
-def test_memory_free_ratio_has_four_decimals_and_is_null_when_unknown():
+def test_it_gives_the_memory_free_ratio_four_decimals_or_null():
     assert memory_free_ratio(1000.0, 3000.0) == 0.3333
     assert memory_free_ratio(None, 8000.0) is None
     assert memory_free_ratio(10.0, 0) is None
 
 
-def test_a_healthy_host_is_accepting():
+def test_it_accepts_on_a_healthy_host():
     assert admission(0.5, 20.0, [gpu()], DEFAULTS) == ("accepting", [])
 
 
@@ -31,29 +31,29 @@ def test_a_healthy_host_is_accepting():
     (0.5, 10.0, [gpu(used=77600.0)], "accepting", []),
     (0.5, 10.0, [gpu(2, health="degraded")], "degraded", ["gpu2:health=degraded"]),
 ])
-def test_each_rule(ratio, cpu, gpus, state, reasons):
+def test_it_applies_each_rule(ratio, cpu, gpus, state, reasons):
     assert admission(ratio, cpu, gpus, DEFAULTS) == (state, reasons)
 
 
-def test_rejecting_wins_and_every_cause_is_listed():
+def test_it_lets_rejecting_win_and_lists_every_cause():
     state, reasons = admission(0.01, 99.0, [gpu(0, health="error"), gpu(1, health="degraded")], DEFAULTS)
     assert state == "rejecting"
     assert reasons == ["memory_free_ratio=0.01<0.05", "gpu0:health=error", "cpu_utilization_pct=99.0>95.0",
                        "gpu1:health=degraded"]
 
 
-def test_unknown_values_decide_nothing():
+def test_it_decides_nothing_on_unknown_values():
     assert admission(None, None, [gpu(used=None), gpu(1, total=None)], DEFAULTS) == ("accepting", [])
 
 
-def test_thresholds_are_honoured():
+def test_it_honours_the_thresholds():
     strict = AdmissionThresholds(min_memory_free_ratio=0.5, max_cpu_pct=50.0, max_gpu_memory_ratio=0.5)
     assert admission(0.4, 10.0, [], strict)[0] == "rejecting"
     assert admission(0.6, 60.0, [], strict)[0] == "degraded"
     assert admission(0.6, 10.0, [gpu(used=50000.0)], strict)[0] == "degraded"
 
 
-def test_capacity_hint_object():
+def test_it_builds_the_capacity_hint_object():
     hint = capacity_hint({"free_mb": 400.0, "total_mb": 10000.0}, {"utilization_pct": 10.0}, [], DEFAULTS)
     assert hint == {"memory_free_ratio": 0.04, "admission_state": "rejecting",
                     "admission_reasons": ["memory_free_ratio=0.04<0.05"]}

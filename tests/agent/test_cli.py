@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.conftest import free_port
+from tests.live import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def wait_until(predicate, timeout_s=15.0):
     return False
 
 
-def test_once_prints_one_real_snapshot():
+def test_it_prints_one_real_snapshot_with_once():
     result = run_agent("--once", "--no-report", "--sample-interval-ms", "100", "--instance-id", "cli-1")
     assert result.returncode == 0, result.stderr
     snapshot = json.loads(result.stdout)
@@ -65,7 +65,7 @@ def test_once_prints_one_real_snapshot():
     assert snapshot["capacity_hint"]["admission_state"] in ("accepting", "degraded", "rejecting")
 
 
-def test_once_reports_when_a_proxy_is_given(fake_proxy):
+def test_it_reports_once_when_a_proxy_is_given(fake_proxy):
     result = run_agent("--once", "--proxy-url", fake_proxy.url, "--sample-interval-ms", "50",
                        "--instance-id", "cli-2")
     assert result.returncode == 0, result.stderr
@@ -75,7 +75,7 @@ def test_once_reports_when_a_proxy_is_given(fake_proxy):
     assert body["metadata"]["report_seq"] == 1
 
 
-def test_once_exits_non_zero_when_the_report_fails():
+def test_it_exits_non_zero_with_once_when_the_report_fails():
     result = run_agent("--once", "--proxy-url", f"http://127.0.0.1:{free_port()}", "--sample-interval-ms", "50")
     assert result.returncode == 1
     assert json.loads(result.stdout)["schema_version"] == "resource_snapshot_v1"
@@ -83,7 +83,7 @@ def test_once_exits_non_zero_when_the_report_fails():
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_the_service_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
+def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
     port = free_port()
     process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url, "--instance-id", "svc-1",
                           "--sample-interval-ms", "100", "--report-interval-ms", "100")
@@ -109,7 +109,7 @@ def test_the_service_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_the_service_keeps_sampling_while_the_proxy_is_down(fake_proxy):
+def test_it_keeps_sampling_while_the_proxy_is_down(fake_proxy):
     port = free_port()
     fake_proxy.status = 503
     process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url,
@@ -132,7 +132,7 @@ def test_the_service_keeps_sampling_while_the_proxy_is_down(fake_proxy):
     assert "Proxy reachable again" in stderr
 
 
-def test_a_busy_port_is_a_clean_startup_failure():
+def test_it_fails_cleanly_at_startup_on_a_busy_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)
@@ -141,6 +141,6 @@ def test_a_busy_port_is_a_clean_startup_failure():
     assert "cannot listen" in result.stderr
 
 
-def test_bad_settings_exit_2():
+def test_it_exits_2_on_bad_settings():
     result = run_agent("--sample-interval-ms", "zero")
     assert result.returncode == 2 and "--sample-interval-ms" in result.stderr

@@ -39,14 +39,14 @@ def test_it_takes_variables_and_flags_win():
     assert settings.register is True
 
 
-def test_every_option_has_a_variable_named_after_its_flag():
+def test_it_has_a_variable_named_after_each_flag():
     names = {option.flag: option.env_name for option in OPTIONS}
     assert names["--proxy-url"] == "FLEETWATCH_AGENT_PROXY_URL"
     assert names["--register"] == "FLEETWATCH_AGENT_REGISTER"
     assert len(set(names.values())) == len(names)
 
 
-def test_disk_mounts_come_from_repeated_flags_or_a_list_and_the_model_dir_is_added():
+def test_it_takes_disk_mounts_from_repeated_flags_or_a_list_and_adds_the_model_dir():
     from_flags = load_settings(["--disk-mount", "/", "--disk-mount", "/data", "--model-dir", "/models"], {})
     assert from_flags.monitored_mounts == ("/", "/data", "/models")
     from_env = load_settings([], {"FLEETWATCH_AGENT_DISK_MOUNT": "/scratch, /data"})
@@ -58,7 +58,7 @@ def test_it_parses_ipv6_listen_addresses_and_port_zero():
     assert (settings.listen_host, settings.listen_port) == ("::1", 0)
 
 
-def test_thresholds_are_settings():
+def test_it_takes_thresholds_from_settings():
     thresholds = load_settings(["--min-memory-free-ratio", "0.1", "--max-cpu-pct", "80",
                                 "--max-gpu-memory-ratio", "0.9"], {}).thresholds
     assert (thresholds.min_memory_free_ratio, thresholds.max_cpu_pct, thresholds.max_gpu_memory_ratio) == (

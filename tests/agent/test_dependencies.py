@@ -19,7 +19,7 @@ print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - befor
 """
 
 
-def test_the_agent_imports_nothing_but_its_declared_dependencies():
+def test_it_imports_nothing_but_its_declared_dependencies():
     result = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     imported = set(json.loads(result.stdout.splitlines()[-1]))

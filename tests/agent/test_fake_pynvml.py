@@ -19,14 +19,14 @@ def test_it_fakes_the_functions_the_agent_calls():
 
 
 @pytest.mark.parametrize("name", FAKED)
-def test_each_fake_function_has_the_real_signature(name):
+def test_it_gives_each_fake_function_the_real_signature(name):
     fake = inspect.signature(getattr(FakeNvml([]), name))
     real = inspect.signature(getattr(pynvml, name))
     assert list(fake.parameters) == list(real.parameters)
     assert [p.default for p in fake.parameters.values()] == [p.default for p in real.parameters.values()]
 
 
-def test_errors_are_the_real_classes_with_the_real_codes():
+def test_it_raises_the_real_error_classes_with_the_real_codes():
     nvml = FakeNvml([FakeGpu(not_supported={"nvmlDeviceGetPowerUsage"})])
     nvml.nvmlInit()
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
@@ -38,7 +38,7 @@ def test_errors_are_the_real_classes_with_the_real_codes():
     assert nvml.NVMLError_GpuIsLost is pynvml.NVMLError_GpuIsLost
 
 
-def test_results_are_the_real_structures():
+def test_it_answers_with_the_real_structures():
     nvml = FakeNvml([FakeGpu(utilization=37, memory_total=100, memory_used=40)])
     nvml.nvmlInit()
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
@@ -49,21 +49,21 @@ def test_results_are_the_real_structures():
     assert (memory.total, memory.used, memory.free) == (100, 40, 60)
 
 
-def test_calls_before_init_fail_as_uninitialized_like_the_real_module():
+def test_it_fails_calls_before_init_as_uninitialized_like_the_real_module():
     with pytest.raises(pynvml.NVMLError_Uninitialized):
         pynvml.nvmlDeviceGetCount()  # real module, library never loaded
     with pytest.raises(pynvml.NVMLError_Uninitialized):
         FakeNvml([FakeGpu()]).nvmlDeviceGetCount()
 
 
-def test_a_host_without_the_driver_fails_init_like_the_real_module():
+def test_it_fails_init_without_the_driver_like_the_real_module():
     nvml = FakeNvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     with pytest.raises(pynvml.NVMLError_LibraryNotFound) as error:
         nvml.nvmlInit()
     assert str(error.value) == "NVML Shared Library Not Found"
 
 
-def test_a_lost_gpu_answers_gpu_is_lost_to_everything():
+def test_it_answers_gpu_is_lost_to_everything_for_a_lost_gpu():
     gpu = FakeGpu()
     nvml = FakeNvml([gpu])
     nvml.nvmlInit()

@@ -26,7 +26,7 @@ def monitor(nvml, clock, **kwargs):
 
 # --- pure parts ---------------------------------------------------------------------
 
-def test_window_averages_the_samples_of_the_last_window():
+def test_it_averages_the_samples_of_the_last_window():
     window = UtilizationWindow(5000)
     for at, pct in [(0, 10), (1000, 20), (2000, 30), (3000, 40), (4000, 50), (5000, 60)]:
         window.add(at, pct)
@@ -37,7 +37,7 @@ def test_window_averages_the_samples_of_the_last_window():
     assert window.summary(10_000) == (None, None, 0, None)
 
 
-def test_throttle_masks_decode_to_names():
+def test_it_decodes_throttle_masks_to_names():
     assert decode_throttle_reasons(0) == []
     assert decode_throttle_reasons(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
     assert decode_throttle_reasons(0x8 | 0x10000) == ["hw_slowdown", "unknown_0x10000"]
@@ -55,17 +55,17 @@ def test_throttle_masks_decode_to_names():
     ({"ecc_uncorrected": 0}, ("ok", [])),
     ({"device_failure": "gpu_lost", "temperature_c": 90}, ("error", ["gpu_lost", "temperature_c=90>=85"])),
 ])
-def test_health_rules(kwargs, verdict):
+def test_it_judges_health_by_its_rules(kwargs, verdict):
     assert gpu_health(**kwargs) == verdict
 
 
-def test_temperature_threshold_is_a_setting():
+def test_it_takes_the_temperature_threshold_from_a_setting():
     assert gpu_health(temperature_c=80, temp_degraded_c=75.0) == ("degraded", ["temperature_c=80>=75"])
 
 
 # --- against the fake NVML ----------------------------------------------------------
 
-def test_every_field_is_read_and_converted_to_snapshot_units(clock):
+def test_it_reads_every_field_in_snapshot_units(clock):
     nvml = FakeNvml([FakeGpu(name="NVIDIA H100 80GB HBM3", uuid="GPU-h100", utilization=63,
                              memory_total=80 * GIB, memory_used=60 * GIB, temperature_c=55, power_mw=312_456,
                              power_limit_mw=700_000, sm_clock_mhz=1755, mem_clock_mhz=2619, clocks_event_mask=0x4)])
@@ -86,7 +86,7 @@ def test_every_field_is_read_and_converted_to_snapshot_units(clock):
     }
 
 
-def test_utilisation_is_the_rolling_window_average(clock):
+def test_it_reports_utilisation_as_the_rolling_window_average(clock):
     board = FakeGpu()
     gpus = monitor(FakeNvml([board]), clock, window_ms=3000)
     for pct in (10, 20, 90):
@@ -102,7 +102,7 @@ def test_utilisation_is_the_rolling_window_average(clock):
     assert (gpu["utilization_pct"], gpu["utilization_sample_count"]) == (46.7, 3)
 
 
-def test_handles_are_opened_once_and_reused(clock, two_gpus):
+def test_it_opens_handles_once_and_reuses_them(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
     for _ in range(5):
         gpus.sample()
@@ -111,7 +111,7 @@ def test_handles_are_opened_once_and_reused(clock, two_gpus):
     assert two_gpus.calls["nvmlDeviceGetUtilizationRates"] == 10
 
 
-def test_unsupported_values_are_null_and_not_asked_again(clock):
+def test_it_nulls_unsupported_values_and_does_not_ask_again(clock):
     nvml = FakeNvml([geforce_gpu(not_supported={"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetPowerUsage"})])
     gpus = monitor(nvml, clock)
     gpus.sample()
@@ -123,13 +123,13 @@ def test_unsupported_values_are_null_and_not_asked_again(clock):
     assert nvml.calls["nvmlDeviceGetPowerUsage"] == 1
 
 
-def test_a_value_nvml_marks_not_available_is_null_not_a_huge_number(clock):
+def test_it_nulls_a_value_nvml_marks_not_available(clock):
     nvml = FakeNvml([FakeGpu(power_mw=NVML_VALUE_NOT_AVAILABLE_uint)])
     [gpu] = monitor(nvml, clock).sample()
     assert gpu["power_w"] is None
 
 
-def test_a_mig_gpu_without_utilisation_reports_unsupported_quality(clock):
+def test_it_reports_unsupported_quality_for_a_mig_gpu_without_utilisation(clock):
     [gpu] = monitor(FakeNvml([mig_gpu()]), clock).sample()
     assert gpu["utilization_sample_ok"] is False
     assert gpu["utilization_sample_quality"] == "unsupported"
@@ -139,7 +139,7 @@ def test_a_mig_gpu_without_utilisation_reports_unsupported_quality(clock):
     assert gpu["health"] == "ok"
 
 
-def test_a_failing_utilisation_read_degrades_the_gpu_and_marks_the_sample(clock):
+def test_it_degrades_the_gpu_and_marks_the_sample_when_utilisation_fails(clock):
     board = FakeGpu(utilization=50)
     gpus = monitor(FakeNvml([board]), clock)
     gpus.sample()
@@ -153,7 +153,7 @@ def test_a_failing_utilisation_read_degrades_the_gpu_and_marks_the_sample(clock)
     assert (gpu["health"], gpu["health_reasons"]) == ("degraded", ["utilization_read_failed:Timeout"])
 
 
-def test_a_gpu_lost_mid_run_is_an_error_and_the_others_carry_on(clock, two_gpus):
+def test_it_marks_a_gpu_lost_mid_run_an_error_and_carries_on_with_the_others(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
     gpus.sample()
     two_gpus.gpus[1].lost = True
@@ -172,19 +172,19 @@ def test_a_gpu_lost_mid_run_is_an_error_and_the_others_carry_on(clock, two_gpus)
     assert two_gpus.calls["nvmlDeviceGetHandleByIndex"] == 3
 
 
-def test_uncorrected_ecc_errors_make_the_gpu_an_error(clock):
+def test_it_makes_a_gpu_with_uncorrected_ecc_errors_an_error(clock):
     [gpu] = monitor(FakeNvml([FakeGpu(ecc_uncorrected_volatile=3)]), clock).sample()
     assert (gpu["health"], gpu["health_reasons"]) == ("error", ["ecc_uncorrected_volatile=3"])
 
 
-def test_hardware_slowdown_and_heat_degrade(clock):
+def test_it_degrades_a_gpu_on_hardware_slowdown_and_heat(clock):
     [gpu] = monitor(FakeNvml([FakeGpu(temperature_c=91, clocks_event_mask=0x40 | 0x4)]), clock).sample()
     assert gpu["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
     assert (gpu["health"], gpu["health_reasons"]) == (
         "degraded", ["temperature_c=91>=85", "throttle:hw_thermal_slowdown"])
 
 
-def test_old_drivers_fall_back_to_throttle_reasons(clock):
+def test_it_falls_back_to_throttle_reasons_on_old_drivers(clock):
     nvml = FakeNvml([FakeGpu(clocks_event_mask=0x8)], has_clocks_event_reasons=False)
     gpus = monitor(nvml, clock)
     gpus.sample()
@@ -194,13 +194,13 @@ def test_old_drivers_fall_back_to_throttle_reasons(clock):
     assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 2
 
 
-def test_without_the_driver_there_are_no_gpus_and_the_status_says_why(clock):
+def test_it_lists_no_gpus_without_the_driver_and_says_why(clock):
     gpus = monitor(FakeNvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), clock)
     assert gpus.sample() == []
     assert gpus.status == "nvml_unavailable: NVML Shared Library Not Found"
 
 
-def test_nvml_is_tried_again_later_when_the_driver_was_not_ready(clock):
+def test_it_tries_nvml_again_later_when_the_driver_was_not_ready(clock):
     nvml = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     gpus = monitor(nvml, clock)
     assert gpus.status == "nvml_unavailable: Driver Not Loaded"
@@ -211,14 +211,14 @@ def test_nvml_is_tried_again_later_when_the_driver_was_not_ready(clock):
     assert len(gpus.sample()) == 1 and gpus.status == "ok"
 
 
-def test_a_host_without_gpus_says_no_gpu(clock):
+def test_it_says_no_gpu_on_a_host_without_gpus(clock):
     nvml = FakeNvml([])
     gpus = monitor(nvml, clock)
     assert (gpus.status, gpus.sample()) == ("no_gpu", [])
     assert nvml.initialised == 0  # NVML is released when there is nothing to watch
 
 
-def test_without_pynvml_installed_the_status_says_so(clock, monkeypatch):
+def test_it_says_so_when_pynvml_is_not_installed(clock, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes "import pynvml" fail
     gpus = GpuMonitor(None, clock_ms=clock.ms)
     gpus.open()
@@ -226,7 +226,7 @@ def test_without_pynvml_installed_the_status_says_so(clock, monkeypatch):
     assert gpus.sample() == []
 
 
-def test_the_real_pynvml_is_loaded_when_none_is_given(clock):
+def test_it_loads_the_real_pynvml_when_none_is_given(clock):
     gpus = GpuMonitor(None, clock_ms=clock.ms)
     gpus.open()
     assert gpus._nvml is pynvml
@@ -237,7 +237,7 @@ def test_the_real_pynvml_is_loaded_when_none_is_given(clock):
     gpus.close()
 
 
-def test_an_unexpected_exception_marks_the_gpu_not_the_agent(clock, two_gpus):
+def test_it_marks_the_gpu_not_the_agent_on_an_unexpected_exception(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
 
     def broken(handle):
@@ -249,13 +249,13 @@ def test_an_unexpected_exception_marks_the_gpu_not_the_agent(clock, two_gpus):
     assert second["health"] == "error"
 
 
-def test_close_shuts_nvml_down(clock, two_gpus):
+def test_it_shuts_nvml_down_on_close(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
     gpus.close()
     assert two_gpus.initialised == 0
 
 
-def test_nvml_is_reinitialised_after_the_driver_went_away(clock, two_gpus):
+def test_it_reinitialises_nvml_after_the_driver_went_away(clock, two_gpus):
     gpus = monitor(two_gpus, clock)
     gpus.sample()
     two_gpus.initialised = 0  # driver reloaded: every call now answers Uninitialized

@@ -1,6 +1,7 @@
 """resource_snapshot_v1 assembled from host and GPU samples (SPEC 2.2)."""
 
 import json
+import threading
 
 import pynvml
 
@@ -45,7 +46,7 @@ def test_it_carries_every_spec_field(source, clock, two_gpus):
     json.dumps(snapshot, allow_nan=False)  # plain JSON: no NaN, no objects
 
 
-def test_first_snapshot_rates_are_null_then_real(source, clock, two_gpus):
+def test_it_gives_null_rates_in_the_first_snapshot_then_real_ones(source, clock, two_gpus):
     builder = make_builder(source, clock, two_gpus)
     first = builder.take()
     assert first["devices"]["cpu"]["utilization_pct"] is None
@@ -57,7 +58,7 @@ def test_first_snapshot_rates_are_null_then_real(source, clock, two_gpus):
     assert second["devices"]["network"][0]["rx_mbps"] == 0.0
 
 
-def test_capacity_hint_follows_the_admission_rule(source, clock, two_gpus):
+def test_it_builds_the_capacity_hint_by_the_admission_rule(source, clock, two_gpus):
     # GPU 1 holds 70 of 80 GiB (0.875): fine by default, too much for a 0.8 limit.
     strict = make_builder(source, clock, two_gpus, thresholds=AdmissionThresholds(max_gpu_memory_ratio=0.8))
     hint = strict.take()["capacity_hint"]
@@ -65,7 +66,7 @@ def test_capacity_hint_follows_the_admission_rule(source, clock, two_gpus):
                     "admission_reasons": ["gpu1:memory_used_ratio=0.875>0.8"]}
 
 
-def test_a_host_without_nvml_reports_an_empty_gpu_list_and_why(source, clock):
+def test_it_reports_an_empty_gpu_list_and_why_without_nvml(source, clock):
     nvml = FakeNvml(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     snapshot = make_builder(source, clock, nvml).take()
     assert snapshot["devices"]["gpu"] == []
@@ -73,20 +74,20 @@ def test_a_host_without_nvml_reports_an_empty_gpu_list_and_why(source, clock):
     assert snapshot["capacity_hint"]["admission_state"] == "accepting"
 
 
-def test_a_lost_gpu_makes_the_host_reject_work(source, clock, two_gpus):
+def test_it_rejects_work_when_a_gpu_is_lost(source, clock, two_gpus):
     builder = make_builder(source, clock, two_gpus)
     two_gpus.gpus[0].lost = True
     hint = builder.take()["capacity_hint"]
     assert hint["admission_state"] == "rejecting" and "gpu0:health=error" in hint["admission_reasons"]
 
 
-def test_low_host_memory_rejects(source, clock, two_gpus):
+def test_it_rejects_work_on_low_host_memory(source, clock, two_gpus):
     source.memory = source.memory._replace(available=GIB // 2)
     hint = make_builder(source, clock, two_gpus).take()["capacity_hint"]
     assert hint["memory_free_ratio"] == 0.0312 and hint["admission_state"] == "rejecting"
 
 
-def test_the_store_keeps_the_latest_snapshot_and_its_json():
+def test_it_keeps_the_latest_snapshot_and_its_json():
     store = SnapshotStore()
     assert store.latest() is None and store.latest_body() is None
     store.put({"timestamp_ms": 1})
@@ -106,7 +107,7 @@ class FlakyBuilder:
         return {"n": self.calls}
 
 
-def test_a_failed_sample_keeps_the_previous_snapshot_and_the_loop_alive(clock, caplog):
+def test_it_keeps_the_previous_snapshot_and_the_loop_alive_after_a_failed_sample(clock, caplog):
     store = SnapshotStore()
     loop = SamplingLoop(FlakyBuilder(), store, 1000, clock.ms)
     assert loop.sample_once() is True
@@ -117,10 +118,29 @@ def test_a_failed_sample_keeps_the_previous_snapshot_and_the_loop_alive(clock, c
     assert store.latest() == {"n": 3}
 
 
-def test_the_loop_thread_samples_until_stopped(source, clock, two_gpus):
+class SignallingBuilder:
+    """Counts its samples and says when the n-th was taken."""
+
+    def __init__(self, builder, wanted):
+        self.builder = builder
+        self.taken = 0
+        self.wanted = wanted
+        self.done = threading.Event()
+
+    def take(self):
+        snapshot = self.builder.take()
+        self.taken += 1
+        if self.taken >= self.wanted:
+            self.done.set()
+        return snapshot
+
+
+def test_it_samples_on_its_thread_until_stopped(source, clock, two_gpus):
     store = SnapshotStore()
-    loop = SamplingLoop(make_builder(source, clock, two_gpus), store, 10)
+    builder = SignallingBuilder(make_builder(source, clock, two_gpus), wanted=3)
+    loop = SamplingLoop(builder, store, 10)
     loop.start()
-    assert store.wait_for_first(5.0)
+    assert builder.done.wait(30), "the loop took fewer than 3 samples in 30 s"
     loop.stop()
     assert not loop._thread.is_alive()
+    assert store.latest() is not None

@@ -5,7 +5,17 @@ No database and no clock: every ``now`` is passed in.
 
 import pytest
 
-from controlplane.liveness import Status, alive_window, heartbeat_interval_for_ttl, is_alive, status_at
+from controlplane.liveness import (
+    Status,
+    alive_q,
+    alive_since,
+    alive_sql,
+    alive_window,
+    heartbeat_interval_for_ttl,
+    is_alive,
+    status_at,
+    status_began_at,
+)
 
 SEEN = 1767225600.0
 TTL = 30
@@ -83,3 +93,32 @@ def test_it_goes_straight_from_alive_to_stale_when_the_ttl_is_inside_the_window(
 
 def test_it_names_statuses_with_the_spec_words():
     assert {s.value for s in Status} == {"alive", "suspect", "stale"}
+
+
+# --- the query forms and the moments of change ------------------------------------------------
+
+
+def test_it_stamps_each_status_with_the_moment_it_began():
+    assert status_began_at(Status.ALIVE, SEEN, TTL, INTERVAL) == SEEN
+    assert status_began_at(Status.SUSPECT, SEEN, TTL, INTERVAL) == SEEN + 15
+    assert status_began_at(Status.STALE, SEEN, TTL, INTERVAL) == SEEN + TTL
+
+
+def test_it_begins_each_status_where_status_at_says_it_does():
+    for status in Status:
+        began = status_began_at(status, SEEN, TTL, INTERVAL)
+        assert status_at(SEEN, began + EPSILON, TTL, INTERVAL) == status
+
+
+def test_it_gives_the_alive_filter_the_same_edge_as_is_alive():
+    condition = alive_q(SEEN + TTL, TTL)
+    assert condition.children == [("last_seen_at__gte", SEEN)]
+    assert alive_since(SEEN + TTL, TTL) == SEEN and is_alive(SEEN, SEEN + TTL, TTL)
+
+
+def test_it_reaches_the_alive_filter_through_a_relation():
+    assert alive_q(SEEN, TTL, prefix="instance__").children == [("instance__last_seen_at__gte", SEEN - TTL)]
+
+
+def test_it_writes_the_alive_condition_for_raw_sql():
+    assert alive_sql('"last_seen_at"') == '"last_seen_at" >= %s'

@@ -1,4 +1,4 @@
-"""Periodic tasks: registered idempotently, each runnable by hand as a command."""
+"""Periodic tasks: declared by each role's app, registered idempotently, each runnable by hand as a command."""
 
 import io
 
@@ -7,10 +7,10 @@ from django.core.management import call_command
 from django_q.models import Schedule
 
 from controlplane.liveness import Status
-from controlplane.tasks import PERIODIC_TASKS, ensure_schedules
+from controlplane.tasks import ensure_schedules, periodic_tasks
 from proxy_app.models import Instance, InstanceStatusChange
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -21,25 +21,35 @@ def run(command):
     return out.getvalue().strip()
 
 
+ALL_ROLES = ["proxy", "scheduler"]
+
+
+def test_it_collects_the_tasks_each_role_app_declares():
+    proxy = {task.func for task in periodic_tasks(["proxy"])}
+    scheduler = {task.func for task in periodic_tasks(["scheduler"])}
+    assert "proxy_app.tasks.sweep_instances" in proxy
+    assert "scheduler_app.tasks.sweep_proxies" in scheduler
+    assert all(func.startswith("proxy_app.") for func in proxy)
+    assert all(func.startswith("scheduler_app.") for func in scheduler)
+
+
 def test_it_registers_each_schedule_once_however_often_it_runs():
-    ensure_schedules(["proxy", "scheduler"])
-    ensure_schedules(["proxy", "scheduler"])
-    assert Schedule.objects.count() == len(PERIODIC_TASKS)
-    assert set(Schedule.objects.values_list("func", flat=True)) == {t.func for t in PERIODIC_TASKS}
+    ensure_schedules(ALL_ROLES)
+    ensure_schedules(ALL_ROLES)
+    assert Schedule.objects.count() == len(periodic_tasks(ALL_ROLES))
+    assert set(Schedule.objects.values_list("func", flat=True)) == {t.func for t in periodic_tasks(ALL_ROLES)}
 
 
 def test_it_keeps_only_the_schedules_of_the_roles_it_runs():
-    ensure_schedules(["proxy", "scheduler"])
+    ensure_schedules(ALL_ROLES)
     ensure_schedules(["scheduler"])
-    assert set(Schedule.objects.values_list("func", flat=True)) == {
-        t.func for t in PERIODIC_TASKS if t.role == "scheduler"
-    }
+    assert set(Schedule.objects.values_list("func", flat=True)) == {t.func for t in periodic_tasks(["scheduler"])}
 
 
-def test_every_scheduled_function_exists():
+def test_it_schedules_only_functions_that_exist():
     from django.utils.module_loading import import_string
 
-    for task in PERIODIC_TASKS:
+    for task in periodic_tasks(ALL_ROLES):
         assert callable(import_string(task.func))
 
 
@@ -48,7 +58,7 @@ def register_instance(instance_id="i-1"):
                               meta={}, capabilities=None, now=T0)
 
 
-def test_sweep_instances_records_each_transition_once(frozen):
+def test_it_records_each_instance_transition_once_with_sweep_instances(frozen):
     register_instance()
     frozen.shift(20)  # past the alive window (15 s), within the TTL (30 s)
     assert run("sweep_instances") == "sweep_instances: 1"
@@ -60,7 +70,7 @@ def test_sweep_instances_records_each_transition_once(frozen):
         ("", Status.ALIVE), (Status.ALIVE, Status.SUSPECT), (Status.SUSPECT, Status.STALE)]
 
 
-def test_delete_expired_instances_waits_for_the_retention(frozen, settings):
+def test_it_waits_for_the_retention_in_delete_expired_instances(frozen, settings):
     settings.FLEETWATCH_RETENTION_S = 3600
     register_instance()
     frozen.shift(3599)
@@ -71,7 +81,7 @@ def test_delete_expired_instances_waits_for_the_retention(frozen, settings):
     assert InstanceStatusChange.objects.filter(instance_id="i-1", new_status="expired").exists()
 
 
-def test_prune_instance_history_drops_old_status_changes(frozen, settings):
+def test_it_drops_old_status_changes_in_prune_instance_history(frozen, settings):
     settings.FLEETWATCH_STATUS_HISTORY_S = 100
     register_instance()
     frozen.shift(101)
@@ -84,7 +94,7 @@ def register_proxy(api, **fields):
     assert response.status_code == 200
 
 
-def test_sweep_and_expiry_of_proxies(api, frozen, settings):
+def test_it_sweeps_and_expires_proxies(api, frozen, settings):
     settings.FLEETWATCH_RETENTION_S = 3600
     register_proxy(api)
     frozen.shift(31)
@@ -95,7 +105,7 @@ def test_sweep_and_expiry_of_proxies(api, frozen, settings):
     assert ProxyStatusChange.objects.filter(proxy_id="pxy-a", new_status="expired").exists()
 
 
-def test_prune_pool_history_keeps_the_window(api, frozen, settings):
+def test_it_keeps_the_window_in_prune_pool_history(api, frozen, settings):
     settings.FLEETWATCH_POOL_HISTORY_S = 3600
     settings.FLEETWATCH_STATUS_HISTORY_S = 7200
     register_proxy(api, pool_resource={"schema_version": 1, "instances": {"alive": 1}})

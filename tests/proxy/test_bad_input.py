@@ -10,7 +10,7 @@ import pytest
 from django.forms.models import model_to_dict
 
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from tests.conftest import make_snapshot
+from tests.factories import make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -164,10 +164,10 @@ CASES = [
 
 
 @pytest.fixture
-def existing(register, report, heartbeat, frozen):
+def existing(register_instance, report, instance_heartbeat, frozen):
     """i-1 with a load and a resource, last seen 10 s ago; returns a snapshot of all it stores."""
-    register("i-1", host="10.0.0.1", port=8000, weight=1.0, meta={"old": 1})
-    heartbeat("i-1", inflight=1, qps_1m=1.0, gpu_util=10.0)
+    register_instance("i-1", host="10.0.0.1", port=8000, weight=1.0, meta={"old": 1})
+    instance_heartbeat("i-1", inflight=1, qps_1m=1.0, gpu_util=10.0)
     report("i-1", make_snapshot(cpu=11.0), seq=5)
     frozen.shift(10)
     return stored_state

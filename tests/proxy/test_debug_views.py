@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import T0, make_gpu, make_snapshot
+from tests.factories import T0, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -17,14 +17,14 @@ RESOURCE_KEYS_WITHOUT_RAW = {
 
 
 @pytest.fixture
-def one_stale_one_alive(register, report, heartbeat, frozen):
-    register("i-old", host="10.0.0.1", port=8001)
+def one_stale_one_alive(register_instance, report, instance_heartbeat, frozen):
+    register_instance("i-old", host="10.0.0.1", port=8001)
     report("i-old", make_snapshot(cpu=90.0))
-    heartbeat("i-old", inflight=9, qps_1m=9.0, gpu_util=90.0)
+    instance_heartbeat("i-old", inflight=9, qps_1m=9.0, gpu_util=90.0)
     frozen.shift(31)
-    register("i-new", host="10.0.0.2", port=8002)
+    register_instance("i-new", host="10.0.0.2", port=8002)
     report("i-new", make_snapshot(cpu=20.0, gpus=[make_gpu(0, avg=30.0)]))
-    heartbeat("i-new", inflight=2, qps_1m=0.5)
+    instance_heartbeat("i-new", inflight=2, qps_1m=0.5)
 
 
 # --- /debug/status -----------------------------------------------------------------------
@@ -40,13 +40,13 @@ def test_it_counts_alive_total_and_expired_instances(api, settings, one_stale_on
     assert body["alive_instances"] == 1
     assert body["total_instances"] == 2
     assert body["expired_instances"] == 1
-    assert sorted(body["sample_ids"]) == ["i-new", "i-old"]
+    assert body["sample_ids"] == ["i-new"]  # alive ones only, as the original CLI shows them
     assert body["proxy_id"] == "pool-a"
 
 
-def test_it_samples_at_most_ten_ids(api, register, frozen):
+def test_it_samples_at_most_ten_ids(api, register_instance, frozen):
     for n in range(12):
-        register(f"i-{n:02}")
+        register_instance(f"i-{n:02}")
     body = api.get("/debug/status").json()
     assert body["total_instances"] == 12
     assert len(body["sample_ids"]) == 10
@@ -84,8 +84,8 @@ def test_it_hides_dead_instance_resources_when_asked(api, one_stale_one_alive):
     assert [row["instance_id"] for row in rows] == ["i-new"]
 
 
-def test_it_shows_null_resources_before_the_first_snapshot(api, register, frozen):
-    register("i-1")
+def test_it_shows_null_resources_before_the_first_snapshot(api, register_instance, frozen):
+    register_instance("i-1")
     row = api.get("/debug/instance_resources").json()["instances"][0]
     assert row["resource"] == dict.fromkeys(RESOURCE_KEYS_WITHOUT_RAW)
 
@@ -115,7 +115,7 @@ def test_it_hides_dead_instance_loads_when_asked(api, one_stale_one_alive):
     assert [row["instance_id"] for row in rows] == ["i-new"]
 
 
-def test_it_shows_unknown_load_as_null(api, register, frozen):
-    register("i-1")
+def test_it_shows_unknown_load_as_null(api, register_instance, frozen):
+    register_instance("i-1")
     row = api.get("/debug/instance_loads").json()["instances"][0]
     assert (row["inflight"], row["qps_1m"]) == (None, None)

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -14,8 +14,8 @@ ROW_KEYS = {
 }
 
 
-def test_it_answers_a_bare_array_of_rows(api, register, frozen):
-    register("i-1", host="10.0.0.1", port=8000, endpoints=["/v1"], tags=["a"], weight=2.0, meta={"m": 1},
+def test_it_answers_a_bare_array_of_rows(api, register_instance, frozen):
+    register_instance("i-1", host="10.0.0.1", port=8000, endpoints=["/v1"], tags=["a"], weight=2.0, meta={"m": 1},
              capabilities={"c": 1})
     response = api.get("/v1/instance/list")
     assert response.status_code == 200
@@ -43,26 +43,26 @@ def test_it_answers_an_empty_array_for_an_empty_pool(api, frozen):
     assert api.get("/v1/instance/list").json() == []
 
 
-def test_it_orders_rows_by_instance_id(api, register, frozen):
+def test_it_orders_rows_by_instance_id(api, register_instance, frozen):
     for instance_id in ("i-c", "i-a", "i-b"):
-        register(instance_id)
+        register_instance(instance_id)
     assert [row["instance_id"] for row in api.get("/v1/instance/list").json()] == ["i-a", "i-b", "i-c"]
 
 
-def test_it_leaves_out_stale_instances_by_default(register, frozen, listed):
-    register("i-old")
+def test_it_leaves_out_stale_instances_by_default(register_instance, frozen, listed_instances):
+    register_instance("i-old")
     frozen.shift(31)
-    register("i-new")
-    assert set(listed()) == {"i-new"}
-    assert set(listed(include_dead="false")) == {"i-new"}
+    register_instance("i-new")
+    assert set(listed_instances()) == {"i-new"}
+    assert set(listed_instances(include_dead="false")) == {"i-new"}
 
 
 @pytest.mark.parametrize("word", ["true", "TRUE", "1", "yes", "On"])
-def test_it_shows_stale_instances_with_include_dead(register, frozen, listed, word):
-    register("i-old")
+def test_it_shows_stale_instances_with_include_dead(register_instance, frozen, listed_instances, word):
+    register_instance("i-old")
     frozen.shift(31)
-    register("i-new")
-    rows = listed(include_dead=word)
+    register_instance("i-new")
+    rows = listed_instances(include_dead=word)
     assert set(rows) == {"i-old", "i-new"}
     assert rows["i-old"]["is_alive"] is False
     assert rows["i-old"]["status"] == "stale"
@@ -72,40 +72,40 @@ def test_it_shows_stale_instances_with_include_dead(register, frozen, listed, wo
     ("age", "status", "alive"),
     [(0, "alive", True), (15, "alive", True), (16, "suspect", True), (30, "suspect", True), (31, "stale", False)],
 )
-def test_it_computes_status_and_is_alive_from_last_seen_at_read_time(register, frozen, listed, age, status, alive):
-    register("i-1")
+def test_it_computes_status_and_is_alive_from_last_seen_at_read_time(register_instance, frozen, listed_instances, age, status, alive):
+    register_instance("i-1")
     frozen.shift(age)
-    row = listed(include_dead="true")["i-1"]
+    row = listed_instances(include_dead="true")["i-1"]
     assert row["status"] == status
     assert row["is_alive"] is alive
 
 
-def test_it_shows_a_dead_entry_as_dead_before_any_sweep(register, frozen, listed):
-    register("i-1")
+def test_it_shows_a_dead_entry_as_dead_before_any_sweep(register_instance, frozen, listed_instances):
+    register_instance("i-1")
     frozen.shift(31)
-    row = listed(include_dead="true")["i-1"]
+    row = listed_instances(include_dead="true")["i-1"]
     # The stored status is still "alive" (no sweeper ran); reads go by the clock.
     assert row["is_alive"] is False
     assert row["status"] == "stale"
 
 
-def test_it_follows_the_ttl_setting(settings, register, frozen, listed):
+def test_it_follows_the_ttl_setting(settings, register_instance, frozen, listed_instances):
     settings.FLEETWATCH_INSTANCE_TTL_S = 9
-    register("i-1")
+    register_instance("i-1")
     frozen.shift(4)
-    assert listed()["i-1"]["status"] == "alive"
+    assert listed_instances()["i-1"]["status"] == "alive"
     frozen.shift(1)
-    assert listed()["i-1"]["status"] == "suspect"
+    assert listed_instances()["i-1"]["status"] == "suspect"
     frozen.shift(5)
-    assert "i-1" not in listed()
+    assert "i-1" not in listed_instances()
 
 
 # --- paging -----------------------------------------------------------------------------
 
 @pytest.fixture
-def five(register, frozen):
+def five(register_instance, frozen):
     for n in range(5):
-        register(f"i-{n}")
+        register_instance(f"i-{n}")
 
 
 def test_it_pages_with_limit_and_offset(api, five):
@@ -139,26 +139,26 @@ def test_it_answers_an_empty_page_past_the_end(api, five):
     assert body["results"] == []
 
 
-def test_it_counts_only_what_include_dead_shows(api, register, frozen):
-    register("i-old")
+def test_it_counts_only_what_include_dead_shows(api, register_instance, frozen):
+    register_instance("i-old")
     frozen.shift(31)
-    register("i-new")
+    register_instance("i-new")
     assert api.get("/v1/instance/list", limit=10).json()["count"] == 1
     assert api.get("/v1/instance/list", limit=10, include_dead="true").json()["count"] == 2
 
 
-def test_it_lists_without_a_query_per_row(api, register, report, heartbeat, frozen):
+def test_it_lists_without_a_query_per_row(api, register_instance, report, instance_heartbeat, frozen):
     def queries(**params):
         with CaptureQueriesContext(connection) as captured:
             assert api.get("/v1/instance/list", **params).status_code == 200
         return len(captured)
 
-    register("i-00")
+    register_instance("i-00")
     report("i-00")
     one, one_paged = queries(), queries(limit=10)
     for n in range(1, 30):
-        register(f"i-{n:02}")
-        heartbeat(f"i-{n:02}", inflight=n)
+        register_instance(f"i-{n:02}")
+        instance_heartbeat(f"i-{n:02}", inflight=n)
         if n % 2:
             report(f"i-{n:02}")
     assert queries() == one
@@ -166,9 +166,9 @@ def test_it_lists_without_a_query_per_row(api, register, report, heartbeat, froz
     assert queries(limit=10) == one_paged
 
 
-def test_it_lists_in_one_query(api, register, report, frozen, django_assert_max_num_queries):
+def test_it_lists_in_one_query(api, register_instance, report, frozen, django_assert_max_num_queries):
     for n in range(10):
-        register(f"i-{n}")
+        register_instance(f"i-{n}")
         report(f"i-{n}")
     with django_assert_max_num_queries(1):
         assert len(api.get("/v1/instance/list").json()) == 10

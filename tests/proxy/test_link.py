@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from controlplane.liveness import Status
-from proxy_app.link import ProxyLink, backoff_delay, link_status
+from proxy_app.link import ProxyLink, backoff_delay
 from proxy_app.models import Instance, SchedulerLinkState
 from scheduler_app.models import PoolResourceSample, Proxy
 
@@ -74,11 +74,19 @@ def test_it_re_registers_at_once_when_the_scheduler_forgot_it(link):
 def test_it_backs_off_with_jitter_capped_at_the_interval_when_unreachable(proxy_settings):
     link = ProxyLink(closed_port_url(), rand=lambda: 1.0, timeout=1)
     delays = [link.step() for _ in range(6)]
-    assert delays == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]  # fallback interval 5 s caps it
+    # Never registered: the heartbeat setting (2 s) is the interval that caps it.
+    assert delays == [0.5, 1.0, 2.0, 2.0, 2.0, 2.0]
     state = SchedulerLinkState.objects.get(pk="pool-a")
     assert state.consecutive_failures == 6
     assert state.registered is False
     assert "ConnectionError" in state.last_error
+
+
+@pytest.mark.parametrize("interval_s, delays", [(8.0, [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]), (0.5, [0.5] * 6)])
+def test_its_backoff_cap_follows_the_heartbeat_setting(proxy_settings, interval_s, delays):
+    proxy_settings.FLEETWATCH_PROXY_HEARTBEAT_S = interval_s
+    link = ProxyLink(closed_port_url(), rand=lambda: 1.0, timeout=1)
+    assert [link.step() for _ in range(6)] == delays
 
 
 def test_its_outcome_shows_on_debug_status(link, live_server):
@@ -88,7 +96,7 @@ def test_its_outcome_shows_on_debug_status(link, live_server):
     assert status["last_action"] == "register"
     assert status["consecutive_failures"] == 0
     assert status["last_ok_at"] is not None
-    assert link_status() == status
+    assert SchedulerLinkState.objects.status_of("pool-a") == status
 
 
 def test_it_unregisters_on_shutdown(link):
@@ -97,7 +105,7 @@ def test_it_unregisters_on_shutdown(link):
     assert not Proxy.objects.filter(pk="pool-a").exists()
 
 
-def test_backoff_grows_from_half_a_second_and_keeps_half_of_it_fixed():
+def test_it_grows_its_backoff_from_half_a_second_keeping_half_fixed():
     assert backoff_delay(1, cap_s=30, rand=lambda: 0.0) == 0.25
     assert backoff_delay(1, cap_s=30, rand=lambda: 1.0) == 0.5
     assert backoff_delay(4, cap_s=30, rand=lambda: 1.0) == 4.0

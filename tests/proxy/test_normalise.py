@@ -6,7 +6,7 @@ A pure function: no database, no clock.
 import pytest
 
 from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
-from tests.conftest import T0, make_gpu, make_snapshot
+from tests.factories import T0, make_gpu, make_snapshot
 
 
 def normalise(snapshot=None, metadata=None, received_at=T0):

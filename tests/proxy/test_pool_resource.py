@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.conftest import T0, make_gpu, make_snapshot
+from tests.factories import T0, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -74,10 +74,10 @@ def test_it_rejects_with_an_empty_pool(frozen, pool_resource):
     assert summary["metric_source"]["utilization"] == "unavailable"
 
 
-def test_it_rejects_when_every_instance_is_stale(frozen, gpu_host, heartbeat, pool_resource):
+def test_it_rejects_when_every_instance_is_stale(frozen, gpu_host, instance_heartbeat, pool_resource):
     gpu_host("i-1")
     gpu_host("i-2")
-    heartbeat("i-1", inflight=3, qps_1m=1.0)
+    instance_heartbeat("i-1", inflight=3, qps_1m=1.0)
     frozen.shift(30.5)
     summary = pool_resource()
     assert summary["instances"] == {
@@ -99,10 +99,10 @@ def test_it_still_counts_an_instance_seen_exactly_one_ttl_ago(frozen, gpu_host, 
     assert pool_resource()["instances"]["alive"] == 0
 
 
-def test_it_is_degraded_while_some_alive_instances_have_not_reported(frozen, register, gpu_host, pool_resource):
+def test_it_is_degraded_while_some_alive_instances_have_not_reported(frozen, register_instance, gpu_host, pool_resource):
     gpu_host("i-1")
     gpu_host("i-2")
-    register("i-3")
+    register_instance("i-3")
     summary = pool_resource()
     assert summary["instances"]["alive"] == 3
     assert summary["instances"]["with_resource"] == 2
@@ -112,9 +112,9 @@ def test_it_is_degraded_while_some_alive_instances_have_not_reported(frozen, reg
     assert summary["metric_quality"]["resource"] == "partial"
 
 
-def test_it_does_not_count_an_empty_snapshot_as_reporting(api, frozen, register, gpu_host, pool_resource):
+def test_it_does_not_count_an_empty_snapshot_as_reporting(api, frozen, register_instance, gpu_host, pool_resource):
     gpu_host("i-1")
-    register("i-2")
+    register_instance("i-2")
     response = api.post("/v1/instance/resource_snapshot", {"instance_id": "i-2", "snapshot": {}})
     assert response.json() == {"ok": True}
     summary = pool_resource()
@@ -193,17 +193,17 @@ def test_it_takes_gpu_util_max_from_per_instance_maxima(frozen, gpu_host, pool_r
     assert utilization["gpu_util_avg"] == 65.0
 
 
-def test_it_sums_and_averages_over_reporting_instances_only(api, frozen, register, gpu_host, heartbeat, pool_resource):
+def test_it_sums_and_averages_over_reporting_instances_only(api, frozen, register_instance, gpu_host, instance_heartbeat, pool_resource):
     gpu_host("i-stale", cpu=90.0, used_mb=7000.0, total_mb=8000.0, free_mb=1000.0,
              gpus=[make_gpu(0, avg=99.0, used=70000.0)])
-    heartbeat("i-stale", inflight=100, qps_1m=50.0)
+    instance_heartbeat("i-stale", inflight=100, qps_1m=50.0)
     frozen.shift(20)
     gpu_host("i-1", cpu=20.0, used_mb=1000.0, total_mb=4000.0, free_mb=3000.0, gpus=[make_gpu(0, avg=30.0, used=500.0)])
     gpu_host("i-2", cpu=40.0, used_mb=3000.0, total_mb=4000.0, free_mb=1000.0, gpus=[make_gpu(0, avg=50.0, used=1500.0)])
-    register("i-silent")
+    register_instance("i-silent")
     api.post("/v1/instance/resource_snapshot", {"instance_id": "i-silent", "snapshot": {}})
-    heartbeat("i-1", inflight=2, qps_1m=1.5)
-    heartbeat("i-silent", inflight=1)
+    instance_heartbeat("i-1", inflight=2, qps_1m=1.5)
+    instance_heartbeat("i-silent", inflight=1)
     frozen.shift(15)
     summary = pool_resource()
 
@@ -239,12 +239,12 @@ def test_it_measures_resource_freshness_over_reporting_instances(frozen, gpu_hos
     assert pool_resource()["resource_freshness_s"] == {"min": 0.0, "avg": 1.0, "max": 2.0}
 
 
-def test_it_divides_inflight_by_the_configured_capacity(frozen, settings, gpu_host, heartbeat, pool_resource):
+def test_it_divides_inflight_by_the_configured_capacity(frozen, settings, gpu_host, instance_heartbeat, pool_resource):
     settings.FLEETWATCH_PROXY_CAPACITY = 8
     gpu_host("i-1")
     gpu_host("i-2")
-    heartbeat("i-1", inflight=2, qps_1m=0.5)
-    heartbeat("i-2", inflight=4, qps_1m=1.0)
+    instance_heartbeat("i-1", inflight=2, qps_1m=0.5)
+    instance_heartbeat("i-2", inflight=4, qps_1m=1.0)
     load = pool_resource()["load"]
     assert load["inflight_total"] == 6
     assert load["qps_1m_total"] == 1.5
@@ -252,31 +252,31 @@ def test_it_divides_inflight_by_the_configured_capacity(frozen, settings, gpu_ho
     assert load["load_ratio"] == 0.75
 
 
-def test_it_keeps_a_measured_zero_load_apart_from_an_unknown_one(frozen, gpu_host, heartbeat, pool_resource):
+def test_it_keeps_a_measured_zero_load_apart_from_an_unknown_one(frozen, gpu_host, instance_heartbeat, pool_resource):
     gpu_host("i-1")
     load = pool_resource()["load"]
     assert load["inflight_total"] is None
     assert load["load_ratio"] is None
-    heartbeat("i-1", inflight=0, qps_1m=0.0)
+    instance_heartbeat("i-1", inflight=0, qps_1m=0.0)
     load = pool_resource()["load"]
     assert load["inflight_total"] == 0
     assert load["qps_1m_total"] == 0.0
     assert load["load_ratio"] == 0.0
 
 
-def test_it_has_no_load_ratio_without_a_capacity(frozen, settings, gpu_host, heartbeat, pool_resource):
+def test_it_has_no_load_ratio_without_a_capacity(frozen, settings, gpu_host, instance_heartbeat, pool_resource):
     settings.FLEETWATCH_PROXY_CAPACITY = 0
     gpu_host("i-1")
-    heartbeat("i-1", inflight=5)
+    instance_heartbeat("i-1", inflight=5)
     summary = pool_resource()
     assert summary["load"]["capacity"] == 0
     assert summary["load"]["load_ratio"] is None
     assert summary["metric_source"]["load_ratio"] == "unavailable"
 
 
-def test_it_explains_where_each_metric_comes_from(api, frozen, gpu_host, heartbeat):
+def test_it_explains_where_each_metric_comes_from(api, frozen, gpu_host, instance_heartbeat):
     gpu_host("i-1")
-    heartbeat("i-1", inflight=1)
+    instance_heartbeat("i-1", inflight=1)
     response = api.get("/debug/pool_resource_sources")
     assert response.status_code == 200
     body = response.json()
@@ -299,7 +299,7 @@ def test_it_calls_sources_unavailable_for_an_empty_pool(api, frozen):
     assert body["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing"}
 
 
-def test_it_computes_the_summary_in_a_constant_number_of_queries(api, frozen, gpu_host, heartbeat):
+def test_it_computes_the_summary_in_a_constant_number_of_queries(api, frozen, gpu_host, instance_heartbeat):
     def queries_for_pool_resource():
         with CaptureQueriesContext(connection) as captured:
             assert api.get("/debug/pool_resource").status_code == 200
@@ -309,7 +309,7 @@ def test_it_computes_the_summary_in_a_constant_number_of_queries(api, frozen, gp
     one = queries_for_pool_resource()
     for n in range(1, 25):
         gpu_host(f"i-{n}")
-        heartbeat(f"i-{n}", inflight=1)
+        instance_heartbeat(f"i-{n}", inflight=1)
     assert queries_for_pool_resource() == one
 
 
@@ -320,10 +320,10 @@ def test_it_needs_two_aggregate_queries_however_large_the_pool(api, frozen, gpu_
         assert api.get("/debug/pool_resource").status_code == 200
 
 
-def test_it_ignores_snapshot_values_no_host_could_measure(api, frozen, register, report):
+def test_it_ignores_snapshot_values_no_host_could_measure(api, frozen, register_instance, report):
     """Two hosts claiming 1e308 MiB would sum to infinity: such values are dropped as garbage."""
     for n in range(2):
-        register(f"i-{n}", port=8000 + n)
+        register_instance(f"i-{n}", port=8000 + n)
         report(f"i-{n}", snapshot=make_snapshot(used_mb=1e308, total_mb=1e308))
     utilization = api.get("/debug/pool_resource").json()["pool_resource"]["utilization"]
     assert utilization["memory_used_mb"] is None

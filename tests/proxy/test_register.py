@@ -3,7 +3,7 @@
 import pytest
 
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -79,8 +79,8 @@ def test_it_ignores_unknown_fields(api, frozen):
     assert response.status_code == 200
 
 
-def test_it_records_the_first_registration(register, frozen):
-    register("i-1")
+def test_it_records_the_first_registration(register_instance, frozen):
+    register_instance("i-1")
     change = InstanceStatusChange.objects.get(instance_id="i-1")
     assert (change.old_status, change.new_status, change.reason, change.at) == ("", "alive", "registered", T0)
 
@@ -88,45 +88,45 @@ def test_it_records_the_first_registration(register, frozen):
 # --- re-register ---------------------------------------------------------------------
 
 @pytest.fixture
-def known(register, report, heartbeat, frozen):
+def known(register_instance, report, instance_heartbeat, frozen):
     """i-1 registered with everything, with a load and a resource, 5 s ago."""
-    register("i-1", host="10.0.0.1", port=8000, endpoints=["/a"], tags=["t1"], weight=2.0,
+    register_instance("i-1", host="10.0.0.1", port=8000, endpoints=["/a"], tags=["t1"], weight=2.0,
              meta={"model": "llama", "zone": "a"}, capabilities={"lora": True})
-    heartbeat("i-1", inflight=3, qps_1m=1.5, gpu_util=40.0)
+    instance_heartbeat("i-1", inflight=3, qps_1m=1.5, gpu_util=40.0)
     report("i-1")
     frozen.shift(5)
     return "i-1"
 
 
-def test_it_replaces_host_port_and_weight_on_re_register(register, known):
-    register("i-1", host="10.0.0.2", port=9000, weight=0.5)
+def test_it_replaces_host_port_and_weight_on_re_register(register_instance, known):
+    register_instance("i-1", host="10.0.0.2", port=9000, weight=0.5)
     instance = Instance.objects.get(pk="i-1")
     assert (instance.host, instance.port, instance.weight) == ("10.0.0.2", 9000, 0.5)
 
 
-def test_it_keeps_endpoints_and_tags_when_re_registered_without_them(register, known):
-    register("i-1", endpoints=[], tags=[])
+def test_it_keeps_endpoints_and_tags_when_re_registered_without_them(register_instance, known):
+    register_instance("i-1", endpoints=[], tags=[])
     instance = Instance.objects.get(pk="i-1")
     assert instance.endpoints == ["/a"]
     assert instance.tags == ["t1"]
 
 
-def test_it_replaces_endpoints_and_tags_when_re_registered_with_them(register, known):
-    register("i-1", endpoints=["/b", "/c"], tags=["t2"])
+def test_it_replaces_endpoints_and_tags_when_re_registered_with_them(register_instance, known):
+    register_instance("i-1", endpoints=["/b", "/c"], tags=["t2"])
     instance = Instance.objects.get(pk="i-1")
     assert instance.endpoints == ["/b", "/c"]
     assert instance.tags == ["t2"]
 
 
-def test_it_merges_meta_on_re_register(register, known):
-    register("i-1", meta={"zone": "b", "rack": 7})
+def test_it_merges_meta_on_re_register(register_instance, known):
+    register_instance("i-1", meta={"zone": "b", "rack": 7})
     assert Instance.objects.get(pk="i-1").meta == {"model": "llama", "zone": "b", "rack": 7}
 
 
-def test_it_keeps_registered_at_load_and_resource_on_re_register(register, known, listed):
-    before = listed()["i-1"]
-    register("i-1", host="10.0.0.2")
-    after = listed()["i-1"]
+def test_it_keeps_registered_at_load_and_resource_on_re_register(register_instance, known, listed_instances):
+    before = listed_instances()["i-1"]
+    register_instance("i-1", host="10.0.0.2")
+    after = listed_instances()["i-1"]
     assert after["registered_at"] == T0
     assert after["last_seen_at"] == T0 + 5
     assert after["load"] == {"inflight": 3, "qps_1m": 1.5, "gpu_util": 40.0}
@@ -134,15 +134,15 @@ def test_it_keeps_registered_at_load_and_resource_on_re_register(register, known
     assert after["resource"]["cpu_util"] == 10.0
 
 
-def test_it_keeps_capabilities_unless_new_ones_are_sent(register, known):
-    register("i-1")
+def test_it_keeps_capabilities_unless_new_ones_are_sent(register_instance, known):
+    register_instance("i-1")
     assert Instance.objects.get(pk="i-1").capabilities == {"lora": True}
-    register("i-1", capabilities={"lora": False})
+    register_instance("i-1", capabilities={"lora": False})
     assert Instance.objects.get(pk="i-1").capabilities == {"lora": False}
 
 
-def test_it_refreshes_last_seen_on_re_register(register, known):
-    register("i-1")
+def test_it_refreshes_last_seen_on_re_register(register_instance, known):
+    register_instance("i-1")
     assert Instance.objects.get(pk="i-1").last_seen_at == T0 + 5
 
 
@@ -152,16 +152,16 @@ def test_it_answers_a_re_register_like_a_first_one(api, known):
     assert Instance.objects.count() == 1
 
 
-def test_it_records_nothing_when_an_alive_instance_re_registers(register, known):
-    register("i-1")
+def test_it_records_nothing_when_an_alive_instance_re_registers(register_instance, known):
+    register_instance("i-1")
     assert InstanceStatusChange.objects.filter(instance_id="i-1").count() == 1
 
 
-def test_it_revives_a_stale_instance_that_re_registers(register, known, frozen, listed):
+def test_it_revives_a_stale_instance_that_re_registers(register_instance, known, frozen, listed_instances):
     frozen.shift(60)
-    Instance.objects.sweep(T0 + 65, 30, 10)
-    register("i-1")
-    assert listed()["i-1"]["is_alive"] is True
+    Instance.objects.sweep(T0 + 65)
+    register_instance("i-1")
+    assert listed_instances()["i-1"]["is_alive"] is True
     latest = InstanceStatusChange.objects.filter(instance_id="i-1").first()
     assert (latest.old_status, latest.new_status, latest.reason) == ("stale", "alive", "re-registered")
     assert Instance.objects.get(pk="i-1").status == "alive"

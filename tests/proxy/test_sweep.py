@@ -7,7 +7,7 @@ tasks; every ``now`` is passed in.
 import pytest
 
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +16,7 @@ INTERVAL = 10  # alive window: 15 s
 
 
 def sweep(at):
-    return Instance.objects.sweep(T0 + at, TTL, INTERVAL)
+    return Instance.objects.sweep(T0 + at)
 
 
 def changes(instance_id="i-1"):
@@ -31,8 +31,8 @@ def stored_status(instance_id="i-1"):
 
 
 @pytest.fixture
-def registered(register, frozen):
-    register("i-1")
+def registered(register_instance, frozen):
+    register_instance("i-1")
     return "i-1"
 
 
@@ -45,7 +45,8 @@ def test_it_leaves_an_instance_alive_within_the_alive_window(registered):
 def test_it_marks_an_instance_suspect_once_a_beat_is_missed(registered):
     assert sweep(16) == 1
     assert stored_status() == "suspect"
-    assert changes()[-1] == ("alive", "suspect", "missed heartbeats", T0 + 16)
+    # Stamped when the alive window ran out, not when the sweep noticed.
+    assert changes()[-1] == ("alive", "suspect", "missed heartbeats", T0 + 15)
 
 
 def test_it_keeps_a_suspect_instance_suspect_up_to_the_ttl(registered):
@@ -58,7 +59,7 @@ def test_it_marks_a_suspect_instance_stale_past_the_ttl(registered):
     sweep(16)
     assert sweep(31) == 1
     assert stored_status() == "stale"
-    assert changes()[-1] == ("suspect", "stale", "missed heartbeats", T0 + 31)
+    assert changes()[-1] == ("suspect", "stale", "missed heartbeats", T0 + TTL)
 
 
 def test_it_records_each_transition_once(registered):
@@ -82,43 +83,43 @@ def test_it_records_nothing_more_when_run_twice(registered):
 def test_it_goes_straight_to_stale_when_no_sweep_ran_in_between(registered):
     assert sweep(31) == 1
     assert stored_status() == "stale"
-    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + 31)
+    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + TTL)
 
 
-def test_it_leaves_an_instance_that_heartbeats_alone(registered, heartbeat, frozen):
+def test_it_leaves_an_instance_that_heartbeats_alone(registered, instance_heartbeat, frozen):
     for beat in range(1, 11):
         frozen.shift(INTERVAL)
-        heartbeat("i-1")
+        instance_heartbeat("i-1")
         assert sweep(beat * INTERVAL + 5) == 0
     assert stored_status() == "alive"
     assert len(changes()) == 1
 
 
-def test_it_sweeps_only_the_instances_that_are_due(register, frozen):
-    register("i-quiet")
+def test_it_sweeps_only_the_instances_that_are_due(register_instance, frozen):
+    register_instance("i-quiet")
     frozen.shift(10)
-    register("i-chatty")
+    register_instance("i-chatty")
     assert sweep(20) == 1
     assert stored_status("i-quiet") == "suspect"
     assert stored_status("i-chatty") == "alive"
 
 
-def test_it_sweeps_in_batches(register, frozen):
+def test_it_sweeps_in_batches(register_instance, frozen):
     for n in range(5):
-        register(f"i-{n}")
-    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 2
-    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 2
-    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 1
-    assert Instance.objects.sweep(T0 + 31, TTL, INTERVAL, batch=2) == 0
+        register_instance(f"i-{n}")
+    assert Instance.objects.sweep(T0 + 31, batch=2) == 2
+    assert Instance.objects.sweep(T0 + 31, batch=2) == 2
+    assert Instance.objects.sweep(T0 + 31, batch=2) == 1
+    assert Instance.objects.sweep(T0 + 31, batch=2) == 0
     assert set(Instance.objects.values_list("status", flat=True)) == {"stale"}
 
 
 @pytest.mark.parametrize("reviver", ["heartbeat", "snapshot", "register"])
-def test_it_revives_a_stale_instance_that_reports_with_a_recorded_change(registered, heartbeat, report, register,
+def test_it_revives_a_stale_instance_that_reports_with_a_recorded_change(registered, instance_heartbeat, report, register_instance,
                                                                          frozen, reviver):
     sweep(31)
     frozen.shift(40)
-    {"heartbeat": lambda: heartbeat("i-1"), "snapshot": lambda: report("i-1"), "register": lambda: register("i-1")}[reviver]()
+    {"heartbeat": lambda: instance_heartbeat("i-1"), "snapshot": lambda: report("i-1"), "register": lambda: register_instance("i-1")}[reviver]()
     assert stored_status() == "alive"
     reason = {"heartbeat": "heartbeat", "snapshot": "snapshot", "register": "re-registered"}[reviver]
     assert changes()[-1] == ("stale", "alive", reason, T0 + 40)
@@ -128,10 +129,10 @@ def test_it_revives_a_stale_instance_that_reports_with_a_recorded_change(registe
     assert changes()[-1][:2] == ("alive", "suspect")
 
 
-def test_it_revives_a_suspect_instance_with_a_recorded_change(registered, heartbeat, frozen):
+def test_it_revives_a_suspect_instance_with_a_recorded_change(registered, instance_heartbeat, frozen):
     sweep(16)
     frozen.shift(20)
-    heartbeat("i-1")
+    instance_heartbeat("i-1")
     assert stored_status() == "alive"
     assert changes()[-1] == ("suspect", "alive", "heartbeat", T0 + 20)
 
@@ -158,11 +159,11 @@ def test_it_does_not_overwrite_a_heartbeat_that_lands_while_it_runs(registered, 
 RETENTION = 24 * 3600
 
 
-def test_it_deletes_entries_not_seen_for_the_retention(register, report, frozen):
-    register("i-old")
+def test_it_deletes_entries_not_seen_for_the_retention(register_instance, report, frozen):
+    register_instance("i-old")
     report("i-old")
     frozen.shift(RETENTION)
-    register("i-new")
+    register_instance("i-new")
     assert Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION) == 1
     assert list(Instance.objects.values_list("pk", flat=True)) == ["i-new"]
     assert not InstanceResource.objects.filter(instance_id="i-old").exists()
@@ -176,7 +177,8 @@ def test_it_keeps_an_entry_seen_exactly_one_retention_ago(registered):
 def test_it_records_the_expiry(registered):
     sweep(31)
     Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION)
-    assert changes()[-1] == ("stale", "expired", "retention passed", T0 + RETENTION + 1)
+    # Stamped when the retention ran out.
+    assert changes()[-1] == ("stale", "expired", "retention passed", T0 + RETENTION)
 
 
 def test_it_deletes_nothing_more_when_run_twice(registered):
@@ -185,17 +187,17 @@ def test_it_deletes_nothing_more_when_run_twice(registered):
     assert InstanceStatusChange.objects.filter(new_status="expired").count() == 1
 
 
-def test_it_shows_stale_entries_until_they_expire(registered, frozen, listed):
+def test_it_shows_stale_entries_until_they_expire(registered, frozen, listed_instances):
     frozen.shift(RETENTION)
-    assert "i-1" in listed(include_dead="true")
+    assert "i-1" in listed_instances(include_dead="true")
     frozen.shift(1)
     Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION)
-    assert "i-1" not in listed(include_dead="true")
+    assert "i-1" not in listed_instances(include_dead="true")
 
 
-def test_a_heartbeat_after_an_unswept_stale_spell_records_both_changes(api, frozen, register):
+def test_it_records_both_changes_for_a_heartbeat_after_an_unswept_stale_spell(api, frozen, register_instance):
     """The sweeper never ran: the stale spell still shows in the history, at the moment the TTL ran out."""
-    register("i-1")
+    register_instance("i-1")
     frozen.shift(45)  # past the 30 s TTL, no sweep
     assert api.post("/v1/instance/heartbeat", {"instance_id": "i-1"}).json() == {"ok": True}
     changes = list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
@@ -207,8 +209,8 @@ def test_a_heartbeat_after_an_unswept_stale_spell_records_both_changes(api, froz
     ]
 
 
-def test_a_snapshot_after_an_unswept_stale_spell_revives_it_too(frozen, register, report):
-    register("i-1")
+def test_it_revives_on_a_snapshot_after_an_unswept_stale_spell_too(frozen, register_instance, report):
+    register_instance("i-1")
     frozen.shift(45)
     assert report("i-1").json() == {"ok": True}
     assert list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")

@@ -3,7 +3,7 @@
 import pytest
 
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -12,8 +12,8 @@ def unregister(api, instance_id):
     return api.post("/v1/instance/unregister", {"instance_id": instance_id})
 
 
-def test_it_removes_a_known_instance(api, register, report, frozen):
-    register("i-1")
+def test_it_removes_a_known_instance(api, register_instance, report, frozen):
+    register_instance("i-1")
     report("i-1")
     response = unregister(api, "i-1")
     assert response.status_code == 200
@@ -29,55 +29,55 @@ def test_it_answers_not_ok_with_200_for_an_unknown_instance(api, frozen):
     assert not InstanceStatusChange.objects.exists()
 
 
-def test_it_answers_not_ok_the_second_time(api, register, frozen):
-    register("i-1")
+def test_it_answers_not_ok_the_second_time(api, register_instance, frozen):
+    register_instance("i-1")
     unregister(api, "i-1")
     assert unregister(api, "i-1").json() == {"ok": False}
     assert InstanceStatusChange.objects.filter(new_status="unregistered").count() == 1
 
 
-def test_it_is_gone_even_with_include_dead(api, register, frozen, listed):
-    register("i-1")
-    register("i-2")
+def test_it_is_gone_even_with_include_dead(api, register_instance, frozen, listed_instances):
+    register_instance("i-1")
+    register_instance("i-2")
     unregister(api, "i-1")
-    assert set(listed(include_dead="true")) == {"i-2"}
+    assert set(listed_instances(include_dead="true")) == {"i-2"}
     ids = [row["instance_id"] for row in api.get("/debug/instance_resources", include_dead="true").json()["instances"]]
     assert ids == ["i-2"]
     ids = [row["instance_id"] for row in api.get("/debug/instance_loads").json()["instances"]]
     assert ids == ["i-2"]
 
 
-def test_it_records_a_last_change_to_unregistered(api, register, frozen):
-    register("i-1")
+def test_it_records_a_last_change_to_unregistered(api, register_instance, frozen):
+    register_instance("i-1")
     frozen.shift(4)
     unregister(api, "i-1")
     latest = InstanceStatusChange.objects.filter(instance_id="i-1").first()
     assert (latest.old_status, latest.new_status, latest.reason, latest.at) == ("alive", "unregistered", "unregistered", T0 + 4)
 
 
-def test_it_removes_a_stale_instance_too(api, register, frozen):
-    register("i-1")
+def test_it_removes_a_stale_instance_too(api, register_instance, frozen):
+    register_instance("i-1")
     frozen.shift(100)
-    Instance.objects.sweep(T0 + 100, 30, 10)
+    Instance.objects.sweep(T0 + 100)
     assert unregister(api, "i-1").json() == {"ok": True}
     latest = InstanceStatusChange.objects.filter(instance_id="i-1").first()
     assert (latest.old_status, latest.new_status) == ("stale", "unregistered")
 
 
-def test_it_leaves_other_instances_alone(api, register, report, frozen):
-    register("i-1")
-    register("i-2")
+def test_it_leaves_other_instances_alone(api, register_instance, report, frozen):
+    register_instance("i-1")
+    register_instance("i-2")
     report("i-2")
     unregister(api, "i-1")
     assert list(Instance.objects.values_list("pk", flat=True)) == ["i-2"]
     assert InstanceResource.objects.filter(instance_id="i-2").exists()
 
 
-def test_it_lets_an_unregistered_id_register_afresh(api, register, frozen):
-    register("i-1", meta={"old": 1})
+def test_it_lets_an_unregistered_id_register_afresh(api, register_instance, frozen):
+    register_instance("i-1", meta={"old": 1})
     unregister(api, "i-1")
     frozen.shift(10)
-    register("i-1", meta={"new": 1})
+    register_instance("i-1", meta={"new": 1})
     instance = Instance.objects.get(pk="i-1")
     assert instance.meta == {"new": 1}
     assert instance.registered_at == T0 + 10

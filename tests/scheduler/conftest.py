@@ -1,21 +1,6 @@
-"""Actors of the scheduler tests: a proxy that registers and heartbeats over the API."""
+"""Actors of the Scheduler tests: proxies that register and heartbeat over the API."""
 
 import pytest
-
-
-def make_pool_resource(alive=2, total=2, cpu=20.0, gpu=50.0, memory_used_ratio=0.25, admission="accepting", **extra):
-    """A pool_resource (SPEC 5 shape, trimmed) as a proxy sends it."""
-    summary = {
-        "schema_version": 1,
-        "proxy_id": "pxy-a",
-        "generated_at": 1767225600.0,
-        "ttl_s": 30,
-        "instances": {"total": total, "alive": alive, "stale": total - alive},
-        "utilization": {"cpu_avg": cpu, "gpu_util_avg": gpu, "memory_used_ratio": memory_used_ratio},
-        "pool_admission_state": admission,
-    }
-    summary.update(extra)
-    return summary
 
 
 @pytest.fixture
@@ -31,7 +16,7 @@ def register_proxy(api):
 
 
 @pytest.fixture
-def heartbeat(api):
+def proxy_heartbeat(api):
     """POST one proxy heartbeat; returns the response."""
 
     def _heartbeat(proxy_id="pxy-a", **fields):
@@ -41,7 +26,7 @@ def heartbeat(api):
 
 
 @pytest.fixture
-def listed(api):
+def listed_proxies(api):
     """The rows of ``/v1/proxy/list`` as a dict by proxy_id."""
 
     def _listed(**params):

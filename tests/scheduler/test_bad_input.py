@@ -5,7 +5,7 @@ import json
 import pytest
 
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from tests.conftest import T0
+from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +92,7 @@ def assert_refused(response, field, status=400, error="validation_error"):
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])
 @pytest.mark.parametrize("raw, field", COMMON_BAD)
-def test_every_endpoint_refuses_malformed_bodies(api, known_proxy, path, raw, field):
+def test_it_refuses_malformed_bodies_on_every_endpoint(api, known_proxy, path, raw, field):
     before = snapshot()
 
     assert_refused(api.post(path, raw=raw), field)
@@ -101,7 +101,7 @@ def test_every_endpoint_refuses_malformed_bodies(api, known_proxy, path, raw, fi
 
 
 @pytest.mark.parametrize("path, field", [(REGISTER, "host"), (HEARTBEAT, "proxy_id"), (UNREGISTER, "proxy_id")])
-def test_every_endpoint_refuses_an_empty_object(api, known_proxy, path, field):
+def test_it_refuses_an_empty_object_on_every_endpoint(api, known_proxy, path, field):
     before = snapshot()
 
     assert_refused(api.post(path, {}), field)
@@ -110,7 +110,7 @@ def test_every_endpoint_refuses_an_empty_object(api, known_proxy, path, field):
 
 
 @pytest.mark.parametrize("change, field", REGISTER_BAD)
-def test_register_refuses_wrong_types_and_out_of_range(api, known_proxy, change, field):
+def test_it_refuses_wrong_types_and_out_of_range_values_on_register(api, known_proxy, change, field):
     before = snapshot()
 
     assert_refused(api.post(REGISTER, {**GOOD[REGISTER], **change}), field)
@@ -118,7 +118,7 @@ def test_register_refuses_wrong_types_and_out_of_range(api, known_proxy, change,
     assert snapshot() == before
 
 
-def test_register_requires_host_and_port(api, known_proxy):
+def test_it_requires_host_and_port_on_register(api, known_proxy):
     before = snapshot()
 
     response = api.post(REGISTER, {"proxy_id": "pxy-new"})
@@ -129,7 +129,7 @@ def test_register_requires_host_and_port(api, known_proxy):
 
 
 @pytest.mark.parametrize("change, field", HEARTBEAT_BAD)
-def test_heartbeat_refuses_wrong_types_and_out_of_range(api, known_proxy, change, field):
+def test_it_refuses_wrong_types_and_out_of_range_values_on_heartbeat(api, known_proxy, change, field):
     before = snapshot()
 
     assert_refused(api.post(HEARTBEAT, {**GOOD[HEARTBEAT], **change}), field)
@@ -140,7 +140,7 @@ def test_heartbeat_refuses_wrong_types_and_out_of_range(api, known_proxy, change
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])
 @pytest.mark.parametrize("literal", NON_FINITE)
-def test_every_endpoint_refuses_non_finite_numbers(api, known_proxy, path, literal):
+def test_it_refuses_non_finite_numbers_on_every_endpoint(api, known_proxy, path, literal):
     raw = json.dumps(GOOD[path])[:-1] + f', "weight": {literal}, "inflight": {literal}}}'
     before = snapshot()
 
@@ -152,7 +152,7 @@ def test_every_endpoint_refuses_non_finite_numbers(api, known_proxy, path, liter
 
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])
-def test_every_endpoint_refuses_non_finite_numbers_nested_in_objects(api, known_proxy, path):
+def test_it_refuses_non_finite_numbers_nested_in_objects_on_every_endpoint(api, known_proxy, path):
     raw = json.dumps(GOOD[path])[:-1] + ', "pool_resource": {"load": {"ratio": NaN}}}'
     before = snapshot()
 
@@ -162,7 +162,7 @@ def test_every_endpoint_refuses_non_finite_numbers_nested_in_objects(api, known_
 
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])
-def test_every_endpoint_answers_413_for_a_body_over_the_limit(api, known_proxy, path, settings):
+def test_it_answers_413_for_a_body_over_the_limit_on_every_endpoint(api, known_proxy, path, settings):
     body = {**GOOD[path], "pool_resource": {"padding": "x" * (settings.FLEETWATCH_MAX_BODY_BYTES + 1)}}
     before = snapshot()
 
@@ -172,7 +172,7 @@ def test_every_endpoint_answers_413_for_a_body_over_the_limit(api, known_proxy, 
 
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])
-def test_every_post_endpoint_refuses_get(api, frozen, path):
+def test_it_refuses_get_on_every_post_endpoint(api, frozen, path):
     response = api.get(path)
 
     assert response.status_code == 405
@@ -180,7 +180,7 @@ def test_every_post_endpoint_refuses_get(api, frozen, path):
 
 
 @pytest.mark.parametrize("path", ["/v1/proxy/list", "/debug/proxy_pool_resources", "/debug/proxy_pool_history"])
-def test_read_endpoints_refuse_post(api, frozen, path):
+def test_it_refuses_post_on_read_endpoints(api, frozen, path):
     response = api.post(path, {})
 
     assert response.status_code == 405

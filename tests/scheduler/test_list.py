@@ -2,8 +2,7 @@
 
 import pytest
 
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
@@ -14,11 +13,11 @@ ROW_FIELDS = {
 }
 
 
-def test_it_answers_a_bare_array_with_every_field(api, register_proxy, heartbeat, frozen):
+def test_it_answers_a_bare_array_with_every_field(api, register_proxy, proxy_heartbeat, frozen):
     summary = make_pool_resource()
     register_proxy("pxy-a", host="10.0.0.9", port=9002, tags=["t"], meta={"m": 1}, weight=2.0,
                    max_capacity=8, instance_count=3, kv_mem_per_instance_gb=1.5, pool_resource=summary)
-    heartbeat("pxy-a", inflight=2, qps_1m=0.5, gpu_util=33.0)
+    proxy_heartbeat("pxy-a", inflight=2, qps_1m=0.5, gpu_util=33.0)
 
     body = api.get("/v1/proxy/list").json()
 
@@ -35,37 +34,37 @@ def test_it_answers_a_bare_array_with_every_field(api, register_proxy, heartbeat
     }
 
 
-def test_unknown_load_is_null_not_zero(register_proxy, listed, frozen):
+def test_it_shows_unknown_load_as_null_not_zero(register_proxy, listed_proxies, frozen):
     register_proxy("pxy-a")
 
-    row = listed()["pxy-a"]
+    row = listed_proxies()["pxy-a"]
 
     assert (row["inflight"], row["qps_1m"], row["gpu_util"]) == (None, None, None)
     assert row["pool_resource"] is None and row["pool_resource_reported_at"] is None
 
 
-def test_it_is_sorted_by_last_seen_newest_first(api, register_proxy, heartbeat, frozen):
+def test_it_is_sorted_by_last_seen_newest_first(api, register_proxy, proxy_heartbeat, frozen):
     register_proxy("pxy-a")
     frozen.shift(1)
     register_proxy("pxy-b")
     frozen.shift(1)
     register_proxy("pxy-c")
     frozen.shift(1)
-    heartbeat("pxy-a")
+    proxy_heartbeat("pxy-a")
 
     ids = [row["proxy_id"] for row in api.get("/v1/proxy/list").json()]
 
     assert ids == ["pxy-a", "pxy-c", "pxy-b"]
 
 
-def test_it_hides_proxies_past_the_ttl_unless_include_dead(register_proxy, heartbeat, listed, frozen):
+def test_it_hides_proxies_past_the_ttl_unless_include_dead(register_proxy, proxy_heartbeat, listed_proxies, frozen):
     register_proxy("pxy-old")
     frozen.shift(31)
     register_proxy("pxy-new")
 
-    assert set(listed()) == {"pxy-new"}
-    assert set(listed(include_dead="false")) == {"pxy-new"}
-    every = listed(include_dead="TRUE")
+    assert set(listed_proxies()) == {"pxy-new"}
+    assert set(listed_proxies(include_dead="false")) == {"pxy-new"}
+    every = listed_proxies(include_dead="TRUE")
     assert set(every) == {"pxy-old", "pxy-new"}
     assert (every["pxy-old"]["is_alive"], every["pxy-old"]["status"]) == (False, "stale")
 
@@ -74,25 +73,25 @@ def test_it_hides_proxies_past_the_ttl_unless_include_dead(register_proxy, heart
     "after, is_alive, status",
     [(0, True, "alive"), (7, True, "alive"), (8, True, "suspect"), (30, True, "suspect"), (31, False, "stale")],
 )
-def test_status_goes_alive_suspect_stale_at_read_time(register_proxy, listed, frozen, after, is_alive, status):
+def test_it_computes_status_alive_suspect_stale_at_read_time(register_proxy, listed_proxies, frozen, after, is_alive, status):
     register_proxy("pxy-a")
     frozen.shift(after)
 
-    row = listed(include_dead="1")["pxy-a"]
+    row = listed_proxies(include_dead="1")["pxy-a"]
 
     # Computed from last_seen_at at read time: no sweep has run.
     assert (row["is_alive"], row["status"]) == (is_alive, status)
 
 
-def test_status_follows_the_heartbeat_interval_setting(register_proxy, listed, frozen, settings):
+def test_it_follows_the_heartbeat_interval_setting_in_the_status(register_proxy, listed_proxies, frozen, settings):
     settings.FLEETWATCH_PROXY_HEARTBEAT_S = 10
     register_proxy("pxy-a")
     frozen.shift(12)
 
-    assert listed()["pxy-a"]["status"] == "alive"
+    assert listed_proxies()["pxy-a"]["status"] == "alive"
 
 
-def test_a_bad_include_dead_is_a_400(api, frozen):
+def test_it_answers_400_to_a_bad_include_dead(api, frozen):
     response = api.get("/v1/proxy/list", include_dead="maybe")
 
     assert response.status_code == 400
@@ -113,7 +112,7 @@ def test_it_pages_with_limit_and_offset(api, register_proxy, frozen):
 
 
 @pytest.mark.parametrize("params", [{"limit": "0"}, {"limit": "x"}, {"offset": "-1"}])
-def test_bad_paging_is_a_400(api, frozen, params):
+def test_it_answers_400_to_bad_paging(api, frozen, params):
     response = api.get("/v1/proxy/list", **params)
 
     assert response.status_code == 400

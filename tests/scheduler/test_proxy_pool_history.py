@@ -2,21 +2,20 @@
 
 import pytest
 
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def two_proxies_reporting(register_proxy, heartbeat, frozen):
+def two_proxies_reporting(register_proxy, proxy_heartbeat, frozen):
     """pxy-a and pxy-b each send a summary at T0+5, T0+10, T0+15 (cpu = the step)."""
     register_proxy("pxy-a")
     register_proxy("pxy-b")
     for step in (5, 10, 15):
         frozen.shift(5)
-        heartbeat("pxy-a", pool_resource=make_pool_resource(cpu=float(step)))
-        heartbeat("pxy-b", pool_resource=make_pool_resource(cpu=float(step) + 100, admission="degraded"))
+        proxy_heartbeat("pxy-a", pool_resource=make_pool_resource(cpu=float(step)))
+        proxy_heartbeat("pxy-b", pool_resource=make_pool_resource(cpu=float(step) + 100, admission="degraded"))
 
 
 def test_it_answers_one_proxy_samples_oldest_first(api, two_proxies_reporting):
@@ -41,21 +40,21 @@ def test_it_answers_only_samples_since_a_time(api, two_proxies_reporting):
     ]
 
 
-def test_the_limit_keeps_the_newest_samples(api, two_proxies_reporting):
+def test_it_keeps_the_newest_samples_within_the_limit(api, two_proxies_reporting):
     body = api.get("/debug/proxy_pool_history", proxy_id="pxy-a", limit=2).json()
 
     assert body["limit"] == 2
     assert [s["received_at"] for s in body["samples"]] == [T0 + 10, T0 + 15]
 
 
-def test_without_a_proxy_id_it_answers_every_proxy(api, two_proxies_reporting):
+def test_it_answers_every_proxy_without_a_proxy_id(api, two_proxies_reporting):
     samples = api.get("/debug/proxy_pool_history").json()["samples"]
 
     assert len(samples) == 6
     assert {s["proxy_id"] for s in samples} == {"pxy-a", "pxy-b"}
 
 
-def test_the_whole_summary_comes_on_request(api, two_proxies_reporting):
+def test_it_sends_the_whole_summary_on_request(api, two_proxies_reporting):
     plain = api.get("/debug/proxy_pool_history", proxy_id="pxy-a").json()["samples"][0]
     full = api.get("/debug/proxy_pool_history", proxy_id="pxy-a", include_summary="true").json()["samples"][0]
 
@@ -63,7 +62,7 @@ def test_the_whole_summary_comes_on_request(api, two_proxies_reporting):
     assert full["pool_resource"] == make_pool_resource(cpu=5.0)
 
 
-def test_a_summary_without_the_figures_gives_null_columns(api, register_proxy, frozen):
+def test_it_gives_null_columns_for_a_summary_without_the_figures(api, register_proxy, frozen):
     register_proxy("pxy-a", pool_resource={"custom": "shape", "instances": {"alive": "two"}})
 
     (sample,) = api.get("/debug/proxy_pool_history", proxy_id="pxy-a").json()["samples"]
@@ -78,7 +77,7 @@ def test_a_summary_without_the_figures_gives_null_columns(api, register_proxy, f
     [({"since": "yesterday"}, "since"), ({"since": "nan"}, "since"), ({"limit": "0"}, "limit"),
      ({"limit": "many"}, "limit"), ({"limit": "10001"}, "limit"), ({"include_summary": "x"}, "include_summary")],
 )
-def test_a_bad_query_is_a_400(api, frozen, params, field):
+def test_it_answers_400_to_a_bad_query(api, frozen, params, field):
     response = api.get("/debug/proxy_pool_history", **params)
 
     assert response.status_code == 400

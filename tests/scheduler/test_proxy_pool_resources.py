@@ -2,17 +2,16 @@
 
 import pytest
 
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
 
-def test_it_shows_each_proxy_summary_as_sent(api, register_proxy, heartbeat, frozen):
+def test_it_shows_each_proxy_summary_as_sent(api, register_proxy, proxy_heartbeat, frozen):
     summary = make_pool_resource(extra_section={"anything": [1, "two", None]})
     register_proxy("pxy-a")
     frozen.shift(2)
-    heartbeat("pxy-a", pool_resource=summary)
+    proxy_heartbeat("pxy-a", pool_resource=summary)
     frozen.shift(1)
 
     body = api.get("/debug/proxy_pool_resources").json()
@@ -29,7 +28,7 @@ def test_it_shows_each_proxy_summary_as_sent(api, register_proxy, heartbeat, fro
     }
 
 
-def test_a_proxy_without_a_summary_shows_nulls(api, register_proxy, frozen):
+def test_it_shows_nulls_for_a_proxy_without_a_summary(api, register_proxy, frozen):
     register_proxy("pxy-a")
 
     (row,) = api.get("/debug/proxy_pool_resources").json()["proxies"]
@@ -50,7 +49,7 @@ def test_it_includes_dead_proxies_by_default(api, register_proxy, frozen):
     assert [row["proxy_id"] for row in alive_only] == ["pxy-new"]
 
 
-def test_a_bad_include_dead_is_a_400(api, frozen):
+def test_it_answers_400_to_a_bad_include_dead(api, frozen):
     response = api.get("/debug/proxy_pool_resources", include_dead="2")
 
     assert response.status_code == 400

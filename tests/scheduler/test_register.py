@@ -5,8 +5,7 @@ import re
 import pytest
 
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +98,7 @@ def test_it_stores_a_pool_resource_with_the_receive_time_and_keeps_a_sample(regi
     assert (sample.instances_alive, sample.instances_total) == (3, 4)
 
 
-def test_re_register_keeps_registered_at_and_replaces_the_other_fields(register_proxy, frozen):
+def test_it_keeps_registered_at_and_replaces_the_other_fields_on_re_register(register_proxy, frozen):
     register_proxy("pxy-a", host="10.0.0.1", port=8002, tags=["old"], meta={"a": 1, "b": 2}, weight=1.0,
                    max_capacity=8, instance_count=1, kv_mem_per_instance_gb=64.0)
     frozen.shift(10)
@@ -118,7 +117,7 @@ def test_re_register_keeps_registered_at_and_replaces_the_other_fields(register_
 
 
 @pytest.mark.parametrize("again", [{}, {"pool_resource": None}])
-def test_re_register_without_a_pool_resource_keeps_the_previous_one(register_proxy, frozen, again):
+def test_it_keeps_the_previous_pool_resource_on_a_re_register_without_one(register_proxy, frozen, again):
     summary = make_pool_resource()
     register_proxy("pxy-a", pool_resource=summary)
     frozen.shift(10)
@@ -131,7 +130,7 @@ def test_re_register_without_a_pool_resource_keeps_the_previous_one(register_pro
     assert PoolResourceSample.objects.count() == 1
 
 
-def test_re_register_with_a_pool_resource_replaces_it(register_proxy, frozen):
+def test_it_replaces_the_pool_resource_on_a_re_register_with_one(register_proxy, frozen):
     register_proxy("pxy-a", pool_resource=make_pool_resource(cpu=10.0))
     frozen.shift(10)
 
@@ -143,9 +142,9 @@ def test_re_register_with_a_pool_resource_replaces_it(register_proxy, frozen):
     assert PoolResourceSample.objects.count() == 2
 
 
-def test_re_register_keeps_the_load_from_heartbeats(register_proxy, heartbeat, frozen):
+def test_it_keeps_the_load_from_heartbeats_on_re_register(register_proxy, proxy_heartbeat, frozen):
     register_proxy("pxy-a")
-    heartbeat("pxy-a", inflight=3, qps_1m=1.5, gpu_util=40.0)
+    proxy_heartbeat("pxy-a", inflight=3, qps_1m=1.5, gpu_util=40.0)
 
     register_proxy("pxy-a")
 
@@ -153,10 +152,10 @@ def test_re_register_keeps_the_load_from_heartbeats(register_proxy, heartbeat, f
     assert (proxy.inflight, proxy.qps_1m, proxy.gpu_util) == (3, 1.5, 40.0)
 
 
-def test_re_register_of_a_stale_proxy_revives_it_with_a_recorded_change(register_proxy, frozen):
+def test_it_revives_a_stale_proxy_that_re_registers_with_a_recorded_change(register_proxy, frozen):
     register_proxy("pxy-a")
     frozen.shift(60)
-    Proxy.objects.sweep(T0 + 60, ttl_s=30, heartbeat_interval_s=5)
+    Proxy.objects.sweep(T0 + 60)
     assert Proxy.objects.get(pk="pxy-a").status == "stale"
 
     register_proxy("pxy-a")
@@ -166,7 +165,7 @@ def test_re_register_of_a_stale_proxy_revives_it_with_a_recorded_change(register
     assert (change.old_status, change.new_status, change.reason) == ("stale", "alive", "re-registered")
 
 
-def test_unknown_fields_are_accepted_and_ignored(api, frozen):
+def test_it_accepts_and_ignores_unknown_fields(api, frozen):
     response = api.post("/v1/proxy/register", {"proxy_id": "pxy-a", "host": "h", "port": 1, "future": {"x": 1}})
 
     assert response.status_code == 200

@@ -1,7 +1,7 @@
 """scheduler_app.summary: chart figures read out of a summary stored as sent."""
 
 from scheduler_app.summary import summary_columns
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import make_pool_resource
 
 
 def test_it_reads_the_figures_of_a_spec_summary():
@@ -29,5 +29,5 @@ def test_it_survives_summaries_of_any_shape():
         assert summary_columns(summary)["instances_alive"] is None
 
 
-def test_an_integral_float_count_is_a_count():
+def test_it_takes_an_integral_float_count_as_a_count():
     assert summary_columns({"instances": {"alive": 4.0}})["instances_alive"] == 4

@@ -4,17 +4,16 @@ import pytest
 
 from controlplane import managers as liveness_managers
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
-TTL = 30
-INTERVAL = 5  # alive window: 7.5 s
+TTL = 30  # FLEETWATCH_PROXY_TTL_S
+INTERVAL = 5  # FLEETWATCH_PROXY_HEARTBEAT_S; alive window: 7.5 s
 
 
 def sweep(now, **kwargs):
-    return Proxy.objects.sweep(now, ttl_s=TTL, heartbeat_interval_s=INTERVAL, **kwargs)
+    return Proxy.objects.sweep(now, **kwargs)
 
 
 def changes(proxy_id="pxy-a"):
@@ -24,7 +23,7 @@ def changes(proxy_id="pxy-a"):
     )
 
 
-def test_sweep_moves_alive_to_suspect_to_stale_recording_each_change(register_proxy, frozen):
+def test_it_sweeps_alive_to_suspect_to_stale_recording_each_change(register_proxy, frozen):
     register_proxy("pxy-a")
 
     assert sweep(T0 + 7) == 0
@@ -35,19 +34,20 @@ def test_sweep_moves_alive_to_suspect_to_stale_recording_each_change(register_pr
     assert Proxy.objects.get(pk="pxy-a").status == "stale"
     assert changes() == [
         ("", "alive", "registered", T0),
-        ("alive", "suspect", "missed heartbeats", T0 + 8),
-        ("suspect", "stale", "missed heartbeats", T0 + 31),
+        # Each stamped with the moment it happened, not with the sweep's time.
+        ("alive", "suspect", "missed heartbeats", T0 + 7.5),
+        ("suspect", "stale", "missed heartbeats", T0 + TTL),
     ]
 
 
-def test_a_late_sweep_goes_straight_to_stale(register_proxy, frozen):
+def test_it_goes_straight_to_stale_on_a_late_sweep(register_proxy, frozen):
     register_proxy("pxy-a")
 
     assert sweep(T0 + 100) == 1
-    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + 100)
+    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + TTL)
 
 
-def test_sweeping_twice_records_once(register_proxy, frozen):
+def test_it_records_once_when_swept_twice(register_proxy, frozen):
     register_proxy("pxy-a")
 
     assert sweep(T0 + 8) == 1
@@ -55,7 +55,7 @@ def test_sweeping_twice_records_once(register_proxy, frozen):
     assert len(changes()) == 2
 
 
-def test_a_sweep_that_loses_the_race_records_nothing(register_proxy, frozen, monkeypatch):
+def test_it_records_nothing_for_a_sweep_that_loses_the_race(register_proxy, frozen, monkeypatch):
     register_proxy("pxy-a")
     decide = liveness_managers.liveness.status_at
     other_sweeps = []
@@ -73,7 +73,7 @@ def test_a_sweep_that_loses_the_race_records_nothing(register_proxy, frozen, mon
     assert [c[1] for c in changes()] == ["alive", "suspect"]
 
 
-def test_a_heartbeat_between_read_and_claim_is_not_overwritten(register_proxy, frozen, monkeypatch):
+def test_it_keeps_a_heartbeat_that_lands_between_read_and_claim(register_proxy, frozen, monkeypatch):
     register_proxy("pxy-a")
     decide = liveness_managers.liveness.status_at
 
@@ -89,7 +89,7 @@ def test_a_heartbeat_between_read_and_claim_is_not_overwritten(register_proxy, f
     assert len(changes()) == 1
 
 
-def test_sweep_works_in_batches(register_proxy, frozen):
+def test_it_sweeps_in_batches(register_proxy, frozen):
     for name in ("pxy-a", "pxy-b", "pxy-c"):
         register_proxy(name)
 
@@ -98,7 +98,7 @@ def test_sweep_works_in_batches(register_proxy, frozen):
     assert set(Proxy.objects.values_list("status", flat=True)) == {"suspect"}
 
 
-def test_delete_expired_removes_proxies_unseen_for_the_retention(register_proxy, frozen):
+def test_it_deletes_proxies_unseen_for_the_retention(register_proxy, frozen):
     register_proxy("pxy-a", pool_resource=make_pool_resource())
     frozen.shift(100)
     register_proxy("pxy-b")
@@ -109,16 +109,16 @@ def test_delete_expired_removes_proxies_unseen_for_the_retention(register_proxy,
     assert Proxy.objects.delete_expired(now, retention_s=86400) == 0
 
     assert list(Proxy.objects.values_list("proxy_id", flat=True)) == ["pxy-b"]
-    assert changes("pxy-a")[-1] == ("stale", "expired", "retention passed", now)
+    assert changes("pxy-a")[-1] == ("stale", "expired", "retention passed", T0 + 86400)
     # The trend history outlives the proxy until it is pruned.
     assert PoolResourceSample.objects.filter(proxy_id="pxy-a").exists()
 
 
-def test_prune_deletes_samples_older_than_the_window(register_proxy, heartbeat, frozen):
+def test_it_prunes_samples_older_than_the_window(register_proxy, proxy_heartbeat, frozen):
     register_proxy("pxy-a", pool_resource=make_pool_resource())
     for _ in range(2):
         frozen.shift(10)
-        heartbeat("pxy-a", pool_resource=make_pool_resource())
+        proxy_heartbeat("pxy-a", pool_resource=make_pool_resource())
 
     assert PoolResourceSample.objects.prune(T0 + 30, keep_s=15) == 2
     assert PoolResourceSample.objects.prune(T0 + 30, keep_s=15) == 0
@@ -128,7 +128,7 @@ def test_prune_deletes_samples_older_than_the_window(register_proxy, heartbeat, 
     assert Proxy.objects.get(pk="pxy-a").pool_resource_reported_at == T0 + 20
 
 
-def test_prune_deletes_old_status_changes(register_proxy, frozen):
+def test_it_prunes_old_status_changes(register_proxy, frozen):
     register_proxy("pxy-a")
     sweep(T0 + 8)
 

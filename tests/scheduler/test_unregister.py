@@ -3,8 +3,7 @@
 import pytest
 
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from tests.conftest import T0
-from tests.scheduler.conftest import make_pool_resource
+from tests.factories import T0, make_pool_resource
 
 pytestmark = pytest.mark.django_db
 
@@ -32,22 +31,22 @@ def test_it_answers_ok_for_an_unknown_proxy_and_records_nothing(api, frozen):
     assert not ProxyStatusChange.objects.exists()
 
 
-def test_an_unregistered_proxy_is_gone_even_with_include_dead(api, register_proxy, listed, frozen):
+def test_it_drops_an_unregistered_proxy_even_from_include_dead(api, register_proxy, listed_proxies, frozen):
     register_proxy("pxy-a")
     register_proxy("pxy-b")
 
     api.post("/v1/proxy/unregister", {"proxy_id": "pxy-a"})
 
-    assert set(listed(include_dead="true")) == {"pxy-b"}
+    assert set(listed_proxies(include_dead="true")) == {"pxy-b"}
     proxies = api.get("/debug/proxy_pool_resources").json()["proxies"]
     assert [row["proxy_id"] for row in proxies] == ["pxy-b"]
 
 
-def test_its_next_heartbeat_gets_404(api, register_proxy, heartbeat, frozen):
+def test_its_next_heartbeat_gets_404(api, register_proxy, proxy_heartbeat, frozen):
     register_proxy("pxy-a")
     api.post("/v1/proxy/unregister", {"proxy_id": "pxy-a"})
 
-    assert heartbeat("pxy-a").status_code == 404
+    assert proxy_heartbeat("pxy-a").status_code == 404
 
 
 def test_its_summary_history_stays_until_pruned(api, register_proxy, frozen):

@@ -1,10 +1,8 @@
-import os
-import sys
+"""Fixtures of the system tests: servers and agents started per test, their logs on failure."""
 
 import pytest
-import requests
 
-from tests.live import ChildProcess, LiveServer, free_port
+from tests.live import AgentProcess, LiveServer
 
 
 @pytest.fixture
@@ -22,43 +20,6 @@ def servers(request, tmp_path):
     for server in started:
         server.stop()
         server.database.drop()
-
-
-class AgentProcess(ChildProcess):
-    """``python -m agent`` in a child process, on its own port, logging to a file under ``tmp_path``."""
-
-    kind = "agent"
-    stop_timeout_s = 30
-
-    def __init__(self, tmp_path, proxy_url, instance_id, *, port=None, sample_interval_ms=200,
-                 report_interval_ms=200, args=()):
-        self.instance_id = instance_id
-        self.port = port or free_port()
-        self.command = [
-            sys.executable, "-m", "agent", "--proxy-url", proxy_url, "--listen", f"127.0.0.1:{self.port}",
-            "--instance-id", instance_id, "--sample-interval-ms", str(sample_interval_ms),
-            "--report-interval-ms", str(report_interval_ms), *args,
-        ]
-        self.log_path = tmp_path / f"agent-{instance_id}-{self.port}.log"
-
-    def argv(self):
-        return self.command
-
-    def env(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "FLEETWATCH_AGENT_"))}
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    def start(self):
-        return super().start(interval_s=0.1)
-
-    def get(self, path, **kwargs):
-        return requests.get(self.url + path, timeout=5, **kwargs)
-
-    def snapshot(self):
-        response = self.get("/v1/resource/snapshot")
-        assert response.status_code == 200, response.text
-        return response.json()
 
 
 @pytest.fixture

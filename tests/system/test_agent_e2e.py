@@ -19,10 +19,14 @@ pytestmark = pytest.mark.live
 # A loaded 2-core machine: a server start (migrations included) can take tens
 # of seconds, and the agent's backoff (capped at 30 s) adds to a recovery.
 RECOVERY_S = 90
+FIRST_REPORT_S = 60
+# The agents here report every 200 ms; the TTL is the default's, so "alive"
+# means "reporting", and no restart in these tests has to beat it.
+LIVE_ENV = {"FLEETWATCH_INSTANCE_TTL_S": "30"}
 
 
 def start_proxy(servers):
-    return servers(roles="proxy", agent=False).start()
+    return servers(roles="proxy", agent=False, env=LIVE_ENV).start()
 
 
 def row_of(server, instance_id, include_dead=False):
@@ -49,7 +53,7 @@ def test_it_registers_and_reports_live_host_values(servers, agents):
     server = start_proxy(servers)
     agent = agents(server, "e2e-1")
 
-    row = wait_for(lambda: reporting_row(server, "e2e-1"), timeout_s=30, message="the agent's first reports")
+    row = wait_for(lambda: reporting_row(server, "e2e-1"), timeout_s=FIRST_REPORT_S, message="the agent's first reports")
     assert row["host"] == "127.0.0.1" and row["port"] == agent.port
     assert row["meta"]["hostname"] and row["meta"]["agent_version"]
     resource = row["resource"]
@@ -78,7 +82,7 @@ def test_it_registers_and_reports_live_host_values(servers, agents):
     first_seq = resource["report_seq"]
     assert isinstance(first_seq, int) and first_seq >= 1
     later = wait_for(lambda: (r := row_of(server, "e2e-1")) and r["resource"]["report_seq"] > first_seq and r,
-                     timeout_s=20, message="a later report")
+                     timeout_s=FIRST_REPORT_S, message="a later report")
     assert later["resource"]["resource_reported_at"] > resource["resource_reported_at"]
     assert later["resource"]["resource_ts_ms"] >= resource["resource_ts_ms"]
 
@@ -107,7 +111,7 @@ def test_it_registers_and_reports_live_host_values(servers, agents):
 def test_it_re_registers_after_the_proxy_loses_its_database(servers, agents):
     server = start_proxy(servers)
     agent = agents(server, "e2e-wipe")
-    before = wait_for(lambda: reporting_row(server, "e2e-wipe"), timeout_s=30, message="the agent's first reports")
+    before = wait_for(lambda: reporting_row(server, "e2e-wipe"), timeout_s=FIRST_REPORT_S, message="the agent's first reports")
 
     server.restart(wipe=True)
 
@@ -128,7 +132,7 @@ def test_it_re_registers_after_the_proxy_loses_its_database(servers, agents):
 def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents):
     server = start_proxy(servers)
     agent = agents(server, "e2e-down")
-    before = wait_for(lambda: reporting_row(server, "e2e-down"), timeout_s=30, message="the agent's first reports")
+    before = wait_for(lambda: reporting_row(server, "e2e-down"), timeout_s=FIRST_REPORT_S, message="the agent's first reports")
 
     server.stop()
     stopped_at_ms = agent.snapshot()["timestamp_ms"]
@@ -157,7 +161,7 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     # It backed off rather than retrying every report interval, and logged
     # the streak once plus one line on recovery, not once per failure.
     recovered = wait_for(lambda: re.search(r"Proxy reachable again after (\d+) failed attempts over (\d+) s",
-                                           agent.log()), timeout_s=10, message="the recovery log line")
+                                           agent.log()), timeout_s=FIRST_REPORT_S, message="the recovery log line")
     failures, seconds = int(recovered[1]), int(recovered[2])
     assert failures >= 2
     # Without backoff, a 200 ms report interval would fail five times a second.
@@ -168,7 +172,7 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
 def test_it_unregisters_on_sigterm(servers, agents):
     server = start_proxy(servers)
     agent = agents(server, "e2e-term")
-    wait_for(lambda: reporting_row(server, "e2e-term"), timeout_s=30, message="the agent's first reports")
+    wait_for(lambda: reporting_row(server, "e2e-term"), timeout_s=FIRST_REPORT_S, message="the agent's first reports")
 
     agent.process.send_signal(signal.SIGTERM)
     assert agent.process.wait(30) == 0
@@ -176,16 +180,17 @@ def test_it_unregisters_on_sigterm(servers, agents):
     assert "unregistered e2e-term" in agent.log()
 
 
-def test_up_starts_a_local_agent_reporting_this_host(servers):
-    server = servers(agent=True).start()
+def test_it_is_reported_by_the_local_agent_that_up_starts(servers):
+    server = servers(agent=True, env=LIVE_ENV).start()
     agent_url = f"http://{server.agent_listen}"
 
     def one_reporting_instance():
         rows = [row for row in server.get("/v1/instance/list") if row["resource"]["cpu_util"] is not None]
         return len(rows) == 1 and rows[0]
 
-    row = wait_for(one_reporting_instance, timeout_s=30, message="the local agent's instance")
-    health = wait_for(lambda: requests.get(agent_url + "/healthz", timeout=2).json(), message="the local agent")
+    row = wait_for(one_reporting_instance, timeout_s=FIRST_REPORT_S, message="the local agent's instance")
+    health = wait_for(lambda: requests.get(agent_url + "/healthz", timeout=2).json(), timeout_s=FIRST_REPORT_S,
+                      message="the local agent")
     assert row["instance_id"] == health["instance_id"]
     assert row["is_alive"] is True
     assert row["resource"]["memory_total_mb"] == pytest.approx(psutil.virtual_memory().total / 2**20, rel=0.01)

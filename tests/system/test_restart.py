@@ -2,13 +2,17 @@
 
 import pytest
 
-from tests.conftest import make_snapshot
+from tests.factories import make_snapshot
 
 pytestmark = pytest.mark.live
 
+# The instance must still be alive after the restart however long a loaded
+# machine takes to start the server again; the default 30 s TTL could run out.
+LIVE_ENV = {"FLEETWATCH_INSTANCE_TTL_S": "3600"}
+
 
 def test_it_keeps_a_cacheroute_report_across_a_restart(servers):
-    server = servers(roles="proxy").start()
+    server = servers(roles="proxy", env=LIVE_ENV).start()
     assert server.post("/v1/instance/register", {"instance_id": "vllm-7", "host": "10.1.0.7", "port": 8000}).ok
     snapshot = make_snapshot(cpu=33.5)
     metadata = {
