@@ -14,6 +14,11 @@ Reading rules, in the order an operator would ask about them:
   again on the next sample.
 - Utilisation is averaged over a rolling window (SPEC 2.2) of the samples
   taken in the last ``window_ms``.
+- Each GPU row carries every field of the original agent's row under its
+  original name and unit (``utilization_sample_timestamp_ms`` is the wall
+  time of the newest sample in the window, ``utilization_raw_value`` the
+  last raw reading as text, ``utilization_error`` why a read failed), so the
+  original Proxy and its UI read these snapshots unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import importlib
 import logging
 from collections import deque
 
-from agent.sampler import MIB, monotonic_ms
+from agent.sampler import MIB, monotonic_ms, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -210,11 +215,13 @@ def _mib(value):
 class GpuMonitor:
     """All GPUs of the host; ``sample()`` returns the snapshot's ``devices.gpu`` list."""
 
-    def __init__(self, nvml=None, window_ms=5000, temp_degraded_c=85.0, clock_ms=monotonic_ms):
+    def __init__(self, nvml=None, window_ms=5000, temp_degraded_c=85.0, clock_ms=monotonic_ms,
+                 clock_wall_ms=wall_ms):
         self._nvml = nvml
         self._window_ms = window_ms
         self._temp_degraded_c = temp_degraded_c
         self._clock_ms = clock_ms
+        self._wall_ms = clock_wall_ms
         self._gpus = []
         self._initialised = False
         self._retry_at = None
@@ -343,14 +350,14 @@ class GpuMonitor:
         utilization = None if rates is None else rates.gpu
         if utilization is not None:
             gpu.window.add(now, utilization)
-            quality = "ok"
+            quality, error = "ok", None
         elif "utilization" in gpu.unsupported:
-            quality = "unsupported"
+            quality, error = "unsupported", "not_supported"
         else:
-            quality = "error"
+            quality, error = "error", reader.failed.get("utilization", "unknown")
         core_failures = [(f, reader.failed[f]) for f in ("utilization", "memory") if f in reader.failed]
         health, reasons = gpu_health(None, core_failures, temperature, ecc, throttle, self._temp_degraded_c)
-        return self._entry(gpu, now, utilization, quality, health, reasons, {
+        return self._entry(gpu, now, utilization, quality, error, health, reasons, {
             "memory_used_mb": _mib(memory.used) if memory is not None else None,
             "memory_total_mb": _mib(memory.total) if memory is not None else None,
             "memory_free_mb": _mib(memory.free) if memory is not None else None,
@@ -376,7 +383,7 @@ class GpuMonitor:
             gpu.legacy_throttle = True
         return reader.read("throttle", nvml.nvmlDeviceGetCurrentClocksThrottleReasons, gpu.handle)
 
-    def _entry(self, gpu, now, utilization, quality, health, reasons, readings):
+    def _entry(self, gpu, now, utilization, quality, error, health, reasons, readings):
         avg, peak, count, age = gpu.window.summary(now)
         return {
             "index": gpu.index,
@@ -390,7 +397,10 @@ class GpuMonitor:
             "utilization_window_ms": self._window_ms,
             "utilization_sample_ok": quality == "ok",
             "utilization_sample_quality": quality,
+            "utilization_sample_timestamp_ms": None if age is None else self._wall_ms() - age,
             "utilization_sample_age_ms": age,
+            "utilization_raw_value": None if utilization is None else str(utilization),
+            "utilization_error": error,
             "utilization_source": "nvml",
             **readings,
             "health": health,
@@ -401,4 +411,4 @@ class GpuMonitor:
         # Samples from before the failure describe a device that is gone.
         gpu.window.clear()
         health, reasons = gpu_health(failure)
-        return self._entry(gpu, now, None, "error", health, reasons, dict.fromkeys(READING_FIELDS))
+        return self._entry(gpu, now, None, "error", failure, health, reasons, dict.fromkeys(READING_FIELDS))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import requests
 
 from agent import AGENT_VERSION
-from agent.snapshot import wall_ms
+from agent.sampler import wall_ms
 
 log = logging.getLogger(__name__)
 

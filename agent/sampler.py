@@ -27,6 +27,11 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def wall_ms() -> int:
+    """Wall-clock epoch milliseconds, the unit of every time inside a snapshot."""
+    return time.time_ns() // 1_000_000
+
+
 # --- pure computations -------------------------------------------------------
 
 def _busy_and_total(times):

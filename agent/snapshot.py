@@ -10,19 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 
 from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds, capacity_hint
-from agent.sampler import monotonic_ms
+from agent.sampler import monotonic_ms, wall_ms
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "resource_snapshot_v1"
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class SnapshotBuilder:

@@ -26,6 +26,34 @@ def validation_error(detail):
     return error_response(400, "validation_error", detail)
 
 
+def flatten_detail(detail, path=""):
+    """DRF's nested errors as the flat ``{field: [message]}`` of SPEC 1.
+
+    A nested field is named by its path: ``capabilities.kv_cache.block_size``,
+    ``tags[0]``, ``capabilities.adapters[1].identifier``.
+    """
+    if isinstance(detail, dict):
+        flat = {}
+        for key, value in detail.items():
+            if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+                child = f"{path}[{key}]"
+            elif key == "" or (isinstance(key, str) and key.startswith("[")):
+                child = f"{path}{key}"
+            else:
+                child = f"{path}.{key}" if path else str(key)
+            flat.update(flatten_detail(value, child))
+        return flat
+    if isinstance(detail, list) and detail and all(isinstance(item, (dict, list)) for item in detail):
+        # A list field whose items carry their own errors: DRF answers a list aligned with the items.
+        flat = {}
+        for index, item in enumerate(detail):
+            if item:
+                flat.update(flatten_detail(item, f"{path}[{index}]"))
+        return flat
+    messages = detail if isinstance(detail, list) else [detail]
+    return {path or "body": [str(message) for message in messages]}
+
+
 def payload_too_large():
     limit = settings.FLEETWATCH_MAX_BODY_BYTES
     return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]})
@@ -48,10 +76,7 @@ def envelope_exception_handler(exc, context):
     if isinstance(exc, exceptions.ParseError):
         return validation_error({"body": [str(exc.detail)]})
     if isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail
-        if not isinstance(detail, dict):
-            detail = {"body": detail if isinstance(detail, list) else [detail]}
-        return validation_error(detail)
+        return validation_error(flatten_detail(exc.detail))
     if isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
         return error_response(exc.status_code, code, {"body": [str(exc.detail)]})

@@ -4,20 +4,37 @@ Operations that span the pool's models live in their own modules: snapshot
 ingest in ``proxy_app.ingest``, the pool's aggregates in ``proxy_app.pool``.
 """
 
+import enum
 import logging
 
 from django.db import models
 
+from controlplane.liveness import ChangeReason
 from controlplane.managers import LivenessManager
+from proxy_app.capabilities import fingerprint
 
 log = logging.getLogger("fleetwatch.link")
+
+
+class Heartbeat(enum.Enum):
+    """How an instance heartbeat ended (SPEC 3, 3.2)."""
+
+    OK = "ok"
+    UNKNOWN_INSTANCE = "unknown_instance"
+    FINGERPRINT_UNKNOWN = "capability_fingerprint_unknown"  # nothing stored to compare with
+    FINGERPRINT_MISMATCH = "capability_fingerprint_mismatch"
 
 
 class InstanceManager(LivenessManager):
     """Instances; touch, unregister, sweep and delete_expired come from LivenessManager."""
 
     def register(self, *, instance_id, host, port, endpoints, tags, weight, meta, capabilities, now):
-        """Create or refresh an instance (SPEC 3 re-register rules)."""
+        """Create or refresh an instance (SPEC 3 re-register rules).
+
+        ``capabilities`` (canonical, or None) replace the stored ones: a
+        register without them clears them (SPEC 3.2).
+        """
+        capability_fields = {"capabilities": capabilities, "capability_fingerprint": fingerprint(capabilities)}
 
         def refresh(instance):
             instance.host, instance.port, instance.weight = host, port, weight
@@ -26,13 +43,35 @@ class InstanceManager(LivenessManager):
             if tags:
                 instance.tags = tags
             instance.meta = {**(instance.meta or {}), **meta}
-            if capabilities is not None:
-                instance.capabilities = capabilities
+            instance.capabilities = capabilities
+            instance.capability_fingerprint = capability_fields["capability_fingerprint"]
 
         return self.create_or_refresh(instance_id, now, {
             "host": host, "port": port, "weight": weight, "endpoints": endpoints, "tags": tags,
-            "meta": meta, "capabilities": capabilities,
+            "meta": meta, **capability_fields,
         }, refresh)
+
+    def heartbeat(self, instance_id, now, load, capabilities=None, reported_fingerprint=None):
+        """Refresh an instance and its load; returns ``(Heartbeat, stored fingerprint)``.
+
+        With ``capabilities`` they replace the stored ones. With only a
+        ``reported_fingerprint`` that differs from the stored one, nothing is
+        refreshed (SPEC 3.2): the instance is told to send its capabilities.
+        """
+        fields = dict(load)
+        if capabilities is not None:
+            fields.update(capabilities=capabilities, capability_fingerprint=fingerprint(capabilities))
+        elif reported_fingerprint is not None:
+            row = self.filter(pk=instance_id).values_list("capability_fingerprint", flat=True)
+            stored = next(iter(row), False)
+            if stored is False:
+                return Heartbeat.UNKNOWN_INSTANCE, None
+            if stored != reported_fingerprint:
+                kind = Heartbeat.FINGERPRINT_MISMATCH if stored else Heartbeat.FINGERPRINT_UNKNOWN
+                return kind, stored
+        if not self.touch(instance_id, now, ChangeReason.HEARTBEAT, **fields):
+            return Heartbeat.UNKNOWN_INSTANCE, None
+        return Heartbeat.OK, None
 
 
 class SchedulerLinkStateManager(models.Manager):

@@ -21,7 +21,9 @@ class Instance(RegisteredEndpoint):
     """One LLM-serving process registered with this proxy (SPEC 3)."""
 
     instance_id = models.CharField(max_length=NAME_LENGTH, primary_key=True)
+    # The canonical form of the typed capabilities (SPEC 3.2) and its fingerprint.
     capabilities = models.JSONField(null=True, blank=True)
+    capability_fingerprint = models.CharField(max_length=71, null=True, blank=True)
 
     status_change_model = InstanceStatusChange
     ttl_setting = "FLEETWATCH_INSTANCE_TTL_S"
@@ -75,6 +77,11 @@ class InstanceResource(models.Model):
     gpu_sample_window_ms = models.BigIntegerField(null=True, blank=True)
     gpu_mem_used_mb = models.FloatField(null=True, blank=True)
     gpu_mem_total_mb = models.FloatField(null=True, blank=True)
+    # This project's own verdicts (the compat gpu_sample_* above mean what
+    # they mean in the original): the weakest valid GPU's sample count, and
+    # ok / partial / invalid over every GPU row.
+    gpu_sample_count_min = models.BigIntegerField(null=True, blank=True)
+    gpu_sample_coverage = models.CharField(max_length=16, null=True, blank=True)
     network_rx_mbps = models.FloatField(null=True, blank=True)
     network_tx_mbps = models.FloatField(null=True, blank=True)
     # An agent's word: stored lower-cased as sent, so an unknown state is

@@ -89,7 +89,33 @@ def _sum_or_none(values):
     return sum(present) if present else None
 
 
-def _gpu_columns(devices):
+def _valid_utilisation(gpu):
+    return gpu_is_valid(gpu) and _first_number(gpu, GPU_AVG_KEYS) is not None
+
+
+def _sample_quality(gpus):
+    """``ok`` when some valid GPU gave a utilisation, else the first row's own word (SPEC 3.1)."""
+    if any(_valid_utilisation(gpu) for gpu in gpus):
+        return "ok"
+    if not gpus:
+        return None
+    first = gpus[0]
+    quality = text(first.get("utilization_sample_quality"), 32)
+    if quality:
+        return quality
+    return "ok" if first.get("utilization_sample_ok") is True else None
+
+
+def _coverage(gpus, valid):
+    """This project's verdict over every GPU row: ``ok``, ``partial`` or ``invalid``; null without rows."""
+    if not gpus:
+        return None
+    if len(valid) == len(gpus):
+        return "ok"
+    return "partial" if valid else "invalid"
+
+
+def _gpu_columns(devices, snapshot_ts_ms):
     listed = isinstance(devices.get("gpu"), list)
     gpus = [g for g in devices["gpu"] if isinstance(g, dict)] if listed else []
     valid = [g for g in gpus if gpu_is_valid(g)]
@@ -102,19 +128,15 @@ def _gpu_columns(devices):
             peak = _first_number(gpu, GPU_AVG_KEYS)
         if peak is not None:
             maxima.append(peak)
-    counts = [v for v in (integer(g.get("utilization_sample_count")) for g in valid) if v is not None]
-    ages = [v for v in (integer(g.get("utilization_sample_age_ms")) for g in valid) if v is not None]
-    windows = [v for v in (integer(g.get("utilization_window_ms")) for g in valid) if v is not None]
-    sources = {s for s in (text(g.get("utilization_source"), 64) for g in valid) if s}
-
-    if not gpus:
-        quality = None
-    elif len(valid) == len(gpus):
-        quality = "ok"
-    elif valid:
-        quality = "partial"
-    else:
-        quality = "invalid"
+    # The sample fields are the original's: over every GPU row, valid or not.
+    counts = [v for v in (integer(g.get("utilization_sample_count")) for g in gpus) if v is not None]
+    stamps = [v for v in (integer(g.get("utilization_sample_timestamp_ms")) for g in gpus) if v is not None]
+    windows = [v for v in (integer(g.get("utilization_window_ms")) for g in gpus) if v is not None]
+    source = next((s for s in (text(g.get("utilization_source"), 64) for g in gpus) if s), None)
+    age = None
+    if stamps and snapshot_ts_ms is not None:
+        age = max(0, snapshot_ts_ms - max(stamps))
+    valid_counts = [v for v in (integer(g.get("utilization_sample_count")) for g in valid) if v is not None]
 
     return {
         # No gpu list at all is "unknown"; an empty list is "measured: none".
@@ -122,15 +144,23 @@ def _gpu_columns(devices):
         "gpu_util_avg": _mean(averages),
         "gpu_util_current": _mean(currents),
         "gpu_util_max": max(maxima) if maxima else None,
-        # The weakest GPU decides how trustworthy the pool figure is.
-        "gpu_sample_count": min(counts) if counts else None,
-        "gpu_sample_age_ms": max(ages) if ages else None,
-        "gpu_sample_source": (sources.pop() if len(sources) == 1 else "mixed") if sources else None,
-        "gpu_sample_quality": quality,
+        "gpu_sample_count": _bounded(sum(counts)) if counts else None,
+        "gpu_sample_age_ms": _bounded(age),
+        "gpu_sample_source": source,
+        "gpu_sample_quality": _sample_quality(gpus),
         "gpu_sample_window_ms": max(windows) if windows else None,
         "gpu_mem_used_mb": _sum_or_none(number(g.get("memory_used_mb")) for g in gpus),
         "gpu_mem_total_mb": _sum_or_none(number(g.get("memory_total_mb")) for g in gpus),
+        # This project's own verdicts: the weakest valid GPU's sample count,
+        # and how many rows gave a usable sample.
+        "gpu_sample_count_min": min(valid_counts) if valid_counts else None,
+        "gpu_sample_coverage": _coverage(gpus, valid),
     }
+
+
+def _bounded(value):
+    """An integer that fits a BIGINT column, else null (sums and differences of accepted ints can overflow)."""
+    return value if value is None or abs(value) <= MAX_DB_INT else None
 
 
 def _first_interface(devices):
@@ -167,7 +197,7 @@ def normalise_snapshot(snapshot, metadata, received_at):
         "memory_total_mb": total,
         "memory_free_mb": free,
         "memory_free_ratio": free_ratio,
-        **_gpu_columns(devices),
+        **_gpu_columns(devices, integer(snapshot.get("timestamp_ms"))),
         "network_rx_mbps": number(interface.get("rx_mbps")),
         "network_tx_mbps": number(interface.get("tx_mbps")),
         "admission_state": admission.lower() if admission else None,
@@ -188,7 +218,8 @@ RESOURCE_FIELDS = (
     "cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_mb", "memory_free_ratio",
     "gpu_count", "gpu_util_avg", "gpu_util_current", "gpu_util_max", "gpu_sample_count",
     "gpu_sample_age_ms", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms",
-    "gpu_mem_used_mb", "gpu_mem_total_mb", "network_rx_mbps", "network_tx_mbps",
+    "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_sample_count_min", "gpu_sample_coverage",
+    "network_rx_mbps", "network_tx_mbps",
     "admission_state", "resource_ts_ms", "resource_reported_at", "resource_report_monotonic_ms",
     "resource_report_wall_time_ms", "reported_instance_id", "agent_snapshot_timestamp_ms",
     "report_seq",

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from controlplane.fields import JSONObjectField
+from controlplane.fields import StrictCharField
 from controlplane.models import NAME_LENGTH
 from controlplane.serializers import (
     HeartbeatSerializerBase,
@@ -11,12 +11,29 @@ from controlplane.serializers import (
     entry_id_field,
     load_dict,
 )
+from proxy_app.capabilities import CapabilityError, full_view, parse_capabilities
 from proxy_app.normalise import RESOURCE_FIELDS
+
+FINGERPRINT_LENGTH = len("sha256:") + 64
+
+
+class CapabilitiesField(serializers.Field):
+    """The typed capabilities object of SPEC 3.2, validated into its canonical form."""
+
+    def to_internal_value(self, data):
+        try:
+            return parse_capabilities(data, path="")
+        except CapabilityError as error:
+            raise serializers.ValidationError(error.errors) from None
+
+    def to_representation(self, value):
+        return full_view(value)
 
 
 class RegisterSerializer(RegisterSerializerBase):
     instance_id = entry_id_field(optional=True)
-    capabilities = JSONObjectField(required=False, allow_null=True, default=None)
+    # Absent or null clears the stored capabilities.
+    capabilities = CapabilitiesField(required=False, allow_null=True, default=None)
 
     def validate(self, attrs):
         if not attrs.get("instance_id"):
@@ -33,7 +50,18 @@ class InstanceIdSerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(HeartbeatSerializerBase):
+    """A heartbeat; it may carry the capabilities, or only their fingerprint (SPEC 3.2)."""
+
     instance_id = entry_id_field()
+    capabilities = CapabilitiesField(required=False, allow_null=True)
+    capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
+
+    def validate(self, attrs):
+        if attrs.get("capabilities") is not None and attrs.get("capability_fingerprint") is not None:
+            raise serializers.ValidationError(
+                {"capability_fingerprint": ["Send capabilities or capability_fingerprint, not both."]}
+            )
+        return attrs
 
 
 class SnapshotSerializer(serializers.BaseSerializer):
@@ -100,7 +128,8 @@ def instance_row(instance, now):
     """One row of ``/v1/instance/list``."""
     return {
         **endpoint_row(instance, now),
-        "capabilities": instance.capabilities,
+        "capabilities": full_view(instance.capabilities),
+        "capability_fingerprint": instance.capability_fingerprint,
         "load": load_dict(instance),
         "resource": resource_dict(instance),
     }

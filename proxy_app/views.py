@@ -4,10 +4,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.liveness import ChangeReason
 from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool
 from proxy_app import pool
 from proxy_app.ingest import IngestResult, ingest_snapshot
+from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.serializers import (
     HeartbeatSerializer,
@@ -35,15 +35,28 @@ class InstanceViewSet(ControlPlaneViewSet):
             "instance_id": instance.instance_id,
             "heartbeat_interval_s": Instance.heartbeat_interval_s(),
             "ttl_s": Instance.ttl_s(),
+            "capability_fingerprint": instance.capability_fingerprint,
         })
 
     @action(detail=False, methods=["post"])
     def heartbeat(self, request):
         data = self.validated(HeartbeatSerializer)
-        load = HeartbeatSerializer.load(data)
-        if not Instance.objects.touch(data["instance_id"], clock.now(), ChangeReason.HEARTBEAT, **load):
+        outcome, stored = Instance.objects.heartbeat(
+            data["instance_id"], clock.now(), HeartbeatSerializer.load(data),
+            capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
+        )
+        if outcome is Heartbeat.OK:
+            return ok_response()
+        if outcome is Heartbeat.UNKNOWN_INSTANCE:
             return Response(UNKNOWN_INSTANCE)
-        return ok_response()
+        # The original's answer: the instance re-sends its capabilities.
+        return Response({
+            "ok": False,
+            "error": outcome.value,
+            "requires_capabilities": True,
+            "expected_fingerprint": stored,
+            "reported_fingerprint": data["capability_fingerprint"],
+        })
 
     @action(detail=False, methods=["post"], url_path="resource_snapshot")
     def resource_snapshot(self, request):

@@ -72,3 +72,18 @@ def make_pool_resource(alive=2, total=2, cpu=20.0, gpu=50.0, memory_used_ratio=0
     }
     summary.update(extra)
     return summary
+
+
+def make_capabilities(**overrides):
+    """An ``InstanceCapability`` object as the original CacheRoute Instance registers it (SPEC 3.2)."""
+    capabilities = {
+        "schema_version": "1",
+        "model": {"identifier": "meta-llama/Llama-3.1-8B-Instruct", "revision": "main"},
+        "tokenizer": {"identifier": "meta-llama/Llama-3.1-8B-Instruct", "revision": None},
+        "adapters": [{"identifier": "sql-lora", "revision": "v2", "configuration": {"r": 8}, "configuration_hash": None}],
+        "kv_cache": {"layout": "paged", "schema_version": "1", "dtype": "bfloat16", "block_size": 16},
+        "parallelism": {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "data_parallel_size": None},
+        "runtime": {"vllm_version": "0.8.1", "lmcache_version": "0.2.0", "supported_cache_features": ["prefix"]},
+    }
+    capabilities.update(overrides)
+    return capabilities

@@ -9,17 +9,27 @@ import pytest
 from agent.gpu import GpuMonitor, UtilizationWindow, decode_throttle_reasons, gpu_health
 from tests.agent.fake_pynvml import GIB, NVML_VALUE_NOT_AVAILABLE_uint, FakeGpu, FakeNvml, geforce_gpu, mig_gpu
 
-GPU_FIELDS = {
-    "index", "uuid", "name", "utilization_pct", "utilization_pct_current", "utilization_pct_avg",
-    "utilization_pct_max", "utilization_sample_count", "utilization_window_ms", "utilization_sample_ok",
-    "utilization_sample_quality", "utilization_sample_age_ms", "utilization_source", "memory_used_mb",
-    "memory_total_mb", "memory_free_mb", "temperature_c", "power_w", "power_limit_w", "sm_clock_mhz",
-    "mem_clock_mhz", "ecc_uncorrected_volatile", "throttle_reasons", "health", "health_reasons",
+# Every field of the original agent's GPU row (SPEC 2.2), with its type.
+ORIGINAL_FIELDS = {
+    "index": int, "uuid": str, "name": str, "utilization_pct": float, "utilization_pct_current": float,
+    "utilization_pct_avg": float, "utilization_pct_max": float, "utilization_sample_count": int,
+    "utilization_window_ms": int, "utilization_sample_ok": bool, "utilization_source": str,
+    "utilization_sample_timestamp_ms": int, "utilization_sample_quality": str, "utilization_raw_value": str,
+    "utilization_error": str, "memory_used_mb": float, "memory_total_mb": float, "memory_free_mb": float,
+    "temperature_c": int, "power_w": float, "health": str,
 }
+# And this agent's additions.
+ADDED_FIELDS = {
+    "power_limit_w": float, "sm_clock_mhz": int, "mem_clock_mhz": int, "ecc_uncorrected_volatile": int,
+    "throttle_reasons": list, "health_reasons": list, "utilization_sample_age_ms": int,
+}
+GPU_FIELDS = set(ORIGINAL_FIELDS) | set(ADDED_FIELDS)
+# Wall-clock epoch ms at the fake clock's zero: the GPU rows' timestamps are wall time.
+WALL_AT_ZERO_MS = 1_767_225_600_000
 
 
 def monitor(nvml, clock, **kwargs):
-    gpus = GpuMonitor(nvml, clock_ms=clock.ms, **kwargs)
+    gpus = GpuMonitor(nvml, clock_ms=clock.ms, clock_wall_ms=lambda: WALL_AT_ZERO_MS + clock.ms(), **kwargs)
     gpus.open()
     return gpus
 
@@ -78,12 +88,35 @@ def test_it_reads_every_field_in_snapshot_units(clock):
         "utilization_pct": 63.0, "utilization_pct_current": 63.0, "utilization_pct_avg": 63.0,
         "utilization_pct_max": 63.0, "utilization_sample_count": 1, "utilization_window_ms": 5000,
         "utilization_sample_ok": True, "utilization_sample_quality": "ok", "utilization_sample_age_ms": 0,
-        "utilization_source": "nvml",
+        "utilization_sample_timestamp_ms": WALL_AT_ZERO_MS + clock.ms(), "utilization_raw_value": "63",
+        "utilization_error": None, "utilization_source": "nvml",
         "memory_used_mb": 61440.0, "memory_total_mb": 81920.0, "memory_free_mb": 20480.0,
         "temperature_c": 55, "power_w": 312.5, "power_limit_w": 700.0, "sm_clock_mhz": 1755, "mem_clock_mhz": 2619,
         "ecc_uncorrected_volatile": 0, "throttle_reasons": ["sw_power_cap"],
         "health": "ok", "health_reasons": [],
     }
+
+
+def test_it_gives_every_original_field_its_type(clock, two_gpus):
+    for gpu in monitor(two_gpus, clock).sample():
+        assert set(gpu) == GPU_FIELDS
+        for field, kind in {**ORIGINAL_FIELDS, **ADDED_FIELDS}.items():
+            if field == "utilization_error":
+                assert gpu[field] is None  # a good read has no error
+                continue
+            assert isinstance(gpu[field], kind) and not (kind is int and isinstance(gpu[field], bool)), field
+
+
+def test_it_stamps_the_newest_sample_in_the_window_with_wall_time(clock):
+    board = FakeGpu(utilization=40)
+    gpus = monitor(FakeNvml([board]), clock)
+    gpus.sample()
+    sampled_at = WALL_AT_ZERO_MS + clock.ms()
+    clock.advance(700)
+    board.failing["nvmlDeviceGetUtilizationRates"] = pynvml.NVML_ERROR_UNKNOWN
+    [gpu] = gpus.sample()
+    assert gpu["utilization_sample_timestamp_ms"] == sampled_at
+    assert gpu["utilization_sample_age_ms"] == 700
 
 
 def test_it_reports_utilisation_as_the_rolling_window_average(clock):
@@ -135,6 +168,8 @@ def test_it_reports_unsupported_quality_for_a_mig_gpu_without_utilisation(clock)
     assert gpu["utilization_sample_quality"] == "unsupported"
     assert gpu["utilization_pct"] is None and gpu["utilization_pct_current"] is None
     assert gpu["utilization_sample_count"] == 0 and gpu["utilization_sample_age_ms"] is None
+    assert gpu["utilization_sample_timestamp_ms"] is None and gpu["utilization_raw_value"] is None
+    assert gpu["utilization_error"] == "not_supported"
     assert gpu["memory_total_mb"] == 40960.0
     assert gpu["health"] == "ok"
 
@@ -150,6 +185,8 @@ def test_it_degrades_the_gpu_and_marks_the_sample_when_utilisation_fails(clock):
     assert gpu["utilization_pct_current"] is None
     # The window still holds the earlier good sample, one second old.
     assert (gpu["utilization_pct_avg"], gpu["utilization_sample_age_ms"]) == (50.0, 1000)
+    assert gpu["utilization_sample_timestamp_ms"] == WALL_AT_ZERO_MS + clock.ms() - 1000
+    assert (gpu["utilization_raw_value"], gpu["utilization_error"]) == (None, "Timeout")
     assert (gpu["health"], gpu["health_reasons"]) == ("degraded", ["utilization_read_failed:Timeout"])
 
 
@@ -163,6 +200,8 @@ def test_it_marks_a_gpu_lost_mid_run_an_error_and_carries_on_with_the_others(clo
     assert (second["health"], second["health_reasons"]) == ("error", ["gpu_lost"])
     assert second["utilization_sample_ok"] is False and second["utilization_sample_quality"] == "error"
     assert second["utilization_pct"] is None and second["memory_used_mb"] is None
+    assert (second["utilization_error"], second["utilization_raw_value"]) == ("gpu_lost", None)
+    assert second["utilization_sample_timestamp_ms"] is None
     assert second["uuid"] == "GPU-bbbb"
     # After a reset the GPU comes back on a fresh handle.
     two_gpus.gpus[1].lost = False

@@ -188,8 +188,9 @@ def assert_envelope(response, status=400, error="validation_error"):
     assert body["ok"] is False
     assert body["error"] == error
     assert isinstance(body["detail"], dict) and body["detail"]
+    # Flat: a list of messages per field, a nested field named by its path (SPEC 1).
     for messages in body["detail"].values():
-        assert isinstance(messages, (list, dict)) and messages
+        assert isinstance(messages, list) and messages and all(isinstance(m, str) for m in messages)
 
 
 @pytest.mark.parametrize(("path", "make"), CASES)

@@ -4,19 +4,20 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.factories import T0
+from proxy_app.capabilities import fingerprint, full_view, parse_capabilities
+from tests.factories import T0, make_capabilities
 
 pytestmark = pytest.mark.django_db
 
 ROW_KEYS = {
-    "instance_id", "host", "port", "endpoints", "tags", "weight", "meta", "capabilities", "registered_at",
-    "last_seen_at", "status", "is_alive", "load", "resource",
+    "instance_id", "host", "port", "endpoints", "tags", "weight", "meta", "capabilities", "capability_fingerprint",
+    "registered_at", "last_seen_at", "status", "is_alive", "load", "resource",
 }
 
 
 def test_it_answers_a_bare_array_of_rows(api, register_instance, frozen):
     register_instance("i-1", host="10.0.0.1", port=8000, endpoints=["/v1"], tags=["a"], weight=2.0, meta={"m": 1},
-             capabilities={"c": 1})
+             capabilities=make_capabilities())
     response = api.get("/v1/instance/list")
     assert response.status_code == 200
     rows = response.json()
@@ -31,7 +32,8 @@ def test_it_answers_a_bare_array_of_rows(api, register_instance, frozen):
     assert row["tags"] == ["a"]
     assert row["weight"] == 2.0
     assert row["meta"] == {"m": 1}
-    assert row["capabilities"] == {"c": 1}
+    assert row["capabilities"] == full_view(parse_capabilities(make_capabilities()))
+    assert row["capability_fingerprint"] == fingerprint(parse_capabilities(make_capabilities()))
     assert row["registered_at"] == T0
     assert row["last_seen_at"] == T0
     assert row["status"] == "alive"

@@ -82,7 +82,9 @@ def test_it_leaves_out_a_gpu_whose_sample_is_not_ok():
     assert columns["gpu_util_avg"] == 40.0
     assert columns["gpu_util_max"] == 40.0
     assert columns["gpu_util_current"] == 40.0
-    assert columns["gpu_sample_quality"] == "partial"
+    # Some valid GPU gave a utilisation: the compat quality is ok; ours says partial.
+    assert columns["gpu_sample_quality"] == "ok"
+    assert columns["gpu_sample_coverage"] == "partial"
 
 
 @pytest.mark.parametrize(
@@ -111,7 +113,9 @@ def test_it_counts_no_valid_gpu_when_every_sample_failed():
     assert columns["gpu_util_avg"] is None
     assert columns["gpu_util_max"] is None
     assert columns["gpu_util_current"] is None
-    assert columns["gpu_sample_quality"] == "invalid"
+    # No valid utilisation: the first row's own word, else null; ours says invalid.
+    assert columns["gpu_sample_quality"] is None
+    assert columns["gpu_sample_coverage"] == "invalid"
 
 
 # --- gpu_util_avg, gpu_util_current and gpu_util_max -----------------------------
@@ -161,21 +165,79 @@ def test_it_falls_back_to_the_average_when_the_maximum_is_not_a_number():
     assert columns["gpu_util_max"] == 45.0
 
 
-def test_it_reads_the_sample_fields_of_the_weakest_gpu():
-    gpus = [
-        make_gpu(0, utilization_sample_count=5, utilization_sample_age_ms=100, utilization_window_ms=5000),
-        make_gpu(1, utilization_sample_count=3, utilization_sample_age_ms=900, utilization_window_ms=4000),
-    ]
+# --- the sample fields, as the original derives them (SPEC 3.1) ---------------------
+
+SNAPSHOT_MS = 1767225600000
+
+
+def test_it_sums_the_sample_counts_of_every_gpu_row_valid_or_not():
+    gpus = [make_gpu(0, utilization_sample_count=5), make_gpu(1, utilization_sample_count=3),
+            make_gpu(2, utilization_sample_count=0, ok=False)]
     columns = normalise(with_gpus(*gpus))
-    assert columns["gpu_sample_count"] == 3
-    assert columns["gpu_sample_age_ms"] == 900
+    assert columns["gpu_sample_count"] == 8
+    # Ours: the weakest valid GPU.
+    assert columns["gpu_sample_count_min"] == 3
+
+
+def test_it_counts_a_sample_count_of_zero_as_zero():
+    assert normalise(with_gpus(make_gpu(0, utilization_sample_count=0)))["gpu_sample_count"] == 0
+
+
+def test_it_gives_a_null_sample_count_when_no_row_has_one():
+    gpu = make_gpu(0)
+    del gpu["utilization_sample_count"]
+    assert normalise(with_gpus(gpu))["gpu_sample_count"] is None
+
+
+def test_it_ages_the_newest_gpu_sample_against_the_snapshot_time():
+    gpus = [make_gpu(0, utilization_sample_timestamp_ms=SNAPSHOT_MS - 900),
+            make_gpu(1, utilization_sample_timestamp_ms=SNAPSHOT_MS - 250, ok=False)]
+    assert normalise(with_gpus(*gpus))["gpu_sample_age_ms"] == 250
+
+
+def test_it_never_gives_a_negative_sample_age():
+    gpus = [make_gpu(0, utilization_sample_timestamp_ms=SNAPSHOT_MS + 40)]
+    assert normalise(with_gpus(*gpus))["gpu_sample_age_ms"] == 0
+
+
+def test_it_gives_a_null_sample_age_when_a_timestamp_is_missing():
+    assert normalise(with_gpus(make_gpu(0)))["gpu_sample_age_ms"] is None
+    snapshot = with_gpus(make_gpu(0, utilization_sample_timestamp_ms=SNAPSHOT_MS))
+    del snapshot["timestamp_ms"]
+    assert normalise(snapshot)["gpu_sample_age_ms"] is None
+
+
+def test_it_takes_the_largest_window_and_the_first_non_empty_source():
+    gpus = [make_gpu(0, utilization_window_ms=4000, utilization_source=""),
+            make_gpu(1, utilization_window_ms=5000, utilization_source="nvidia-smi"),
+            make_gpu(2, utilization_window_ms=1000, utilization_source="nvml")]
+    columns = normalise(with_gpus(*gpus))
     assert columns["gpu_sample_window_ms"] == 5000
-    assert columns["gpu_sample_source"] == "nvml"
+    assert columns["gpu_sample_source"] == "nvidia-smi"
 
 
-def test_it_calls_mixed_sources_mixed():
-    columns = normalise(with_gpus(make_gpu(0), make_gpu(1, utilization_source="nvidia-smi")))
-    assert columns["gpu_sample_source"] == "mixed"
+def test_it_reads_the_placeholder_row_of_a_gpu_less_host_as_the_original_does():
+    """The original agent on a host without GPUs sends one row saying nvidia-smi failed."""
+    placeholder = {
+        "index": None, "utilization_pct": None, "utilization_sample_ok": False,
+        "utilization_sample_quality": "command_error", "utilization_source": "nvidia-smi",
+        "utilization_window_ms": 5000, "utilization_sample_count": 0, "utilization_sample_timestamp_ms": None,
+        "utilization_error": "nvidia-smi: command not found", "memory_used_mb": None, "memory_total_mb": None,
+    }
+    columns = normalise(with_gpus(placeholder))
+    assert columns["gpu_count"] == 0
+    assert columns["gpu_sample_quality"] == "command_error"
+    assert columns["gpu_sample_source"] == "nvidia-smi"
+    assert columns["gpu_sample_window_ms"] == 5000
+    assert columns["gpu_sample_count"] == 0
+    assert columns["gpu_sample_age_ms"] is None
+    assert columns["gpu_mem_used_mb"] is None and columns["gpu_mem_total_mb"] is None
+    assert columns["gpu_sample_coverage"] == "invalid"
+
+
+def test_it_calls_the_quality_ok_when_the_first_row_only_says_its_sample_is_ok():
+    gpu = {"index": 0, "utilization_sample_ok": True}
+    assert normalise(with_gpus(gpu))["gpu_sample_quality"] == "ok"
 
 
 # --- GPU memory, gpu_count and GPU-less hosts ------------------------------------
@@ -195,6 +257,8 @@ def test_it_gives_null_gpu_memory_for_a_host_without_gpus():
     assert columns["gpu_util_avg"] is None
     assert columns["gpu_util_max"] is None
     assert columns["gpu_sample_quality"] is None
+    assert columns["gpu_sample_coverage"] is None
+    assert columns["gpu_sample_count"] is None
 
 
 def test_it_gives_null_gpu_memory_when_no_gpu_reports_it():

@@ -3,7 +3,8 @@
 import pytest
 
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from tests.factories import T0
+from proxy_app.capabilities import parse_capabilities
+from tests.factories import T0, make_capabilities
 
 pytestmark = pytest.mark.django_db
 
@@ -11,13 +12,15 @@ pytestmark = pytest.mark.django_db
 def test_it_registers_an_instance_and_hands_out_the_heartbeat_interval(api, frozen):
     response = api.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000})
     assert response.status_code == 200
-    assert response.json() == {"instance_id": "i-1", "heartbeat_interval_s": 10, "ttl_s": 30}
+    assert response.json() == {
+        "instance_id": "i-1", "heartbeat_interval_s": 10, "ttl_s": 30, "capability_fingerprint": None,
+    }
 
 
 def test_it_stores_what_was_registered(api, frozen):
     api.post("/v1/instance/register", {
         "instance_id": "i-1", "host": "gpu-1.local", "port": 8001, "endpoints": ["/v1/chat/completions"],
-        "tags": ["h100", "prefill"], "weight": 2.5, "meta": {"model": "llama"}, "capabilities": {"max_batch": 64},
+        "tags": ["h100", "prefill"], "weight": 2.5, "meta": {"model": "llama"}, "capabilities": make_capabilities(),
     })
     instance = Instance.objects.get(pk="i-1")
     assert instance.host == "gpu-1.local"
@@ -26,7 +29,7 @@ def test_it_stores_what_was_registered(api, frozen):
     assert instance.tags == ["h100", "prefill"]
     assert instance.weight == 2.5
     assert instance.meta == {"model": "llama"}
-    assert instance.capabilities == {"max_batch": 64}
+    assert instance.capabilities == parse_capabilities(make_capabilities())
     assert instance.registered_at == T0
     assert instance.last_seen_at == T0
     assert instance.status == "alive"
@@ -91,7 +94,7 @@ def test_it_records_the_first_registration(register_instance, frozen):
 def known(register_instance, report, instance_heartbeat, frozen):
     """i-1 registered with everything, with a load and a resource, 5 s ago."""
     register_instance("i-1", host="10.0.0.1", port=8000, endpoints=["/a"], tags=["t1"], weight=2.0,
-             meta={"model": "llama", "zone": "a"}, capabilities={"lora": True})
+             meta={"model": "llama", "zone": "a"}, capabilities=make_capabilities())
     instance_heartbeat("i-1", inflight=3, qps_1m=1.5, gpu_util=40.0)
     report("i-1")
     frozen.shift(5)
@@ -134,11 +137,12 @@ def test_it_keeps_registered_at_load_and_resource_on_re_register(register_instan
     assert after["resource"]["cpu_util"] == 10.0
 
 
-def test_it_keeps_capabilities_unless_new_ones_are_sent(register_instance, known):
+def test_it_replaces_capabilities_and_clears_them_when_none_are_sent(register_instance, known):
+    other = make_capabilities(runtime={"vllm_version": "0.9.0"})
+    register_instance("i-1", capabilities=other)
+    assert Instance.objects.get(pk="i-1").capabilities == parse_capabilities(other)
     register_instance("i-1")
-    assert Instance.objects.get(pk="i-1").capabilities == {"lora": True}
-    register_instance("i-1", capabilities={"lora": False})
-    assert Instance.objects.get(pk="i-1").capabilities == {"lora": False}
+    assert Instance.objects.get(pk="i-1").capabilities is None
 
 
 def test_it_refreshes_last_seen_on_re_register(register_instance, known):
@@ -148,7 +152,9 @@ def test_it_refreshes_last_seen_on_re_register(register_instance, known):
 
 def test_it_answers_a_re_register_like_a_first_one(api, known):
     response = api.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000})
-    assert response.json() == {"instance_id": "i-1", "heartbeat_interval_s": 10, "ttl_s": 30}
+    assert response.json() == {
+        "instance_id": "i-1", "heartbeat_interval_s": 10, "ttl_s": 30, "capability_fingerprint": None,
+    }
     assert Instance.objects.count() == 1
 
 

@@ -85,9 +85,11 @@ def assert_refused(response, field, status=400, error="validation_error"):
     assert response.status_code == status, response.content
     body = response.json()
     assert (body["ok"], body["error"]) == (False, error)
-    assert field in body["detail"], body
-    # Messages are a list per field; a list field's items are keyed by index.
-    assert all(isinstance(messages, (list, dict)) and messages for messages in body["detail"].values())
+    # A list field's items are named by index: tags[1].
+    assert any(key == field or key.startswith((f"{field}[", f"{field}.")) for key in body["detail"]), body
+    # The detail is flat: a list of messages per field (SPEC 1).
+    assert all(isinstance(messages, list) and messages and all(isinstance(m, str) for m in messages)
+               for messages in body["detail"].values())
 
 
 @pytest.mark.parametrize("path", [REGISTER, HEARTBEAT, UNREGISTER])

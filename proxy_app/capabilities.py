@@ -1,0 +1,215 @@
+"""An instance's typed capabilities and their fingerprint (SPEC 3.2): pure functions.
+
+The original CacheRoute Instance registers an ``InstanceCapability`` object
+(model, tokenizer, adapters, KV-cache layout, parallelism, runtime) and then
+heartbeats only its fingerprint; a Proxy that holds other capabilities (or
+none, after a restart) tells it so and the Instance sends them again.
+
+- ``parse_capabilities`` checks the typed object (unknown keys anywhere in
+  it are an error; the free-form ``configuration`` and ``layout_parameters``
+  objects are kept as sent) and returns its canonical form: defaults filled
+  in, null members dropped, ``runtime.supported_cache_features`` sorted and
+  de-duplicated. That form is what is stored.
+- ``fingerprint`` is ``"sha256:"`` + the hex SHA-256 of the canonical form as
+  JSON with sorted keys, separators ``,`` and ``:``, and non-ASCII text kept
+  as UTF-8, so it equals the original's for the same object.
+- ``full_view`` is what list rows show: every field present, absent
+  optionals as null.
+"""
+
+import hashlib
+import json
+
+MAX_TEXT = 1024
+MAX_ADAPTERS = 1024
+MAX_FEATURES = 256
+
+
+class CapabilityError(ValueError):
+    """Invalid capabilities: ``errors`` maps a dotted path to its messages."""
+
+    def __init__(self, errors):
+        super().__init__(errors)
+        self.errors = errors
+
+
+class _Text:
+    """A string or null."""
+
+    def parse(self, value, path, errors):
+        if value is None or isinstance(value, str) and len(value) <= MAX_TEXT:
+            return value
+        errors[path] = ["Must be a string or null." if not isinstance(value, str)
+                        else f"Must be at most {MAX_TEXT} characters."]
+        return None
+
+    def full(self, value):
+        return value
+
+
+class _RequiredText(_Text):
+    def parse(self, value, path, errors):
+        if value is None:
+            errors[path] = ["This field is required."]
+            return None
+        return super().parse(value, path, errors)
+
+
+class _PositiveInt:
+    """An integer greater than 0, or null."""
+
+    def parse(self, value, path, errors):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**31 - 1:
+            errors[path] = ["Must be an integer greater than 0, or null."]
+            return None
+        return value
+
+    def full(self, value):
+        return value
+
+
+class _Object:
+    """A free-form JSON object (kept as sent), or null; ``default`` when absent."""
+
+    def __init__(self, default=None):
+        self.default = default
+
+    def parse(self, value, path, errors):
+        if value is None:
+            return None if self.default is None else dict(self.default)
+        if not isinstance(value, dict):
+            errors[path] = ["Must be a JSON object."]
+            return None
+        return value
+
+    def full(self, value):
+        return value
+
+
+class _Features:
+    """A list of strings: sorted and de-duplicated; ``[]`` when absent."""
+
+    def parse(self, value, path, errors):
+        if value is None:
+            return []
+        if not isinstance(value, list) or len(value) > MAX_FEATURES:
+            errors[path] = [f"Must be a list of at most {MAX_FEATURES} strings."]
+            return None
+        bad = [i for i, item in enumerate(value) if not isinstance(item, str) or len(item) > MAX_TEXT]
+        for i in bad:
+            errors[f"{path}[{i}]"] = ["Must be a string."]
+        return None if bad else sorted(set(value))
+
+    def full(self, value):
+        return value
+
+
+class _Record:
+    """A typed object: known keys only, each member parsed by its own type."""
+
+    def __init__(self, defaults=None, **members):
+        self.members = members
+        self.defaults = defaults or {}
+
+    def parse(self, value, path, errors):
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            errors[path] = ["Must be a JSON object or null."]
+            return None
+        for key in value.keys() - self.members.keys():
+            errors[_join(path, key)] = ["Unknown field."]
+        parsed = {}
+        for key, member in self.members.items():
+            item = value.get(key)
+            if item is None:
+                item = self.defaults.get(key)
+            result = member.parse(item, _join(path, key), errors)
+            if result is not None:  # null members are dropped
+                parsed[key] = result
+        return parsed
+
+    def full(self, value):
+        if value is None:
+            return None
+        return {key: member.full(value.get(key)) for key, member in self.members.items()}
+
+
+class _List:
+    """A list of one typed item, or null."""
+
+    def __init__(self, item):
+        self.item = item
+
+    def parse(self, value, path, errors):
+        if value is None:
+            return None
+        if not isinstance(value, list) or len(value) > MAX_ADAPTERS:
+            errors[path] = [f"Must be a list of at most {MAX_ADAPTERS} objects, or null."]
+            return None
+        items = []
+        for i, item in enumerate(value):
+            if item is None:
+                errors[f"{path}[{i}]"] = ["Must be a JSON object."]
+                continue
+            items.append(self.item.parse(item, f"{path}[{i}]", errors))
+        return items
+
+    def full(self, value):
+        return None if value is None else [self.item.full(item) for item in value]
+
+
+def _join(path, key):
+    return f"{path}.{key}" if path else key
+
+
+_IDENTITY = _Record(identifier=_Text(), revision=_Text())
+
+CAPABILITY = _Record(
+    defaults={"schema_version": "1"},
+    schema_version=_Text(),
+    model=_IDENTITY,
+    tokenizer=_IDENTITY,
+    adapters=_List(_Record(
+        identifier=_RequiredText(), revision=_Text(), configuration=_Object(), configuration_hash=_Text(),
+    )),
+    kv_cache=_Record(
+        layout=_Text(), schema_version=_Text(), dtype=_Text(), block_size=_PositiveInt(),
+        layout_parameters=_Object(default={}),
+    ),
+    parallelism=_Record(
+        tensor_parallel_size=_PositiveInt(), pipeline_parallel_size=_PositiveInt(),
+        data_parallel_size=_PositiveInt(),
+    ),
+    runtime=_Record(vllm_version=_Text(), lmcache_version=_Text(), supported_cache_features=_Features()),
+)
+
+
+def parse_capabilities(value, path="capabilities"):
+    """The canonical form of a capabilities object (None for None); raises ``CapabilityError``."""
+    if value is None:
+        return None
+    errors = {}
+    parsed = CAPABILITY.parse(value, path, errors)
+    if errors:
+        raise CapabilityError(dict(sorted(errors.items())))
+    return parsed
+
+
+def canonical_json(capabilities):
+    """The bytes the fingerprint is taken over."""
+    return json.dumps(capabilities, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def fingerprint(capabilities):
+    """``"sha256:<hex>"`` of a canonical capabilities object; None for None."""
+    if capabilities is None:
+        return None
+    return "sha256:" + hashlib.sha256(canonical_json(capabilities)).hexdigest()
+
+
+def full_view(capabilities):
+    """Every field present (absent optionals null), as list rows show them."""
+    return CAPABILITY.full(capabilities)
