@@ -79,5 +79,5 @@ def envelope_exception_handler(exc, context):
         return validation_error(flatten_detail(exc.detail))
     if isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
-        return error_response(exc.status_code, code, {"body": [str(exc.detail)]})
+        return error_response(exc.status_code, code, flatten_detail(exc.detail))
     return None

@@ -34,8 +34,11 @@ FLEETWATCH_PROXY_HEARTBEAT_S = env_float("FLEETWATCH_PROXY_HEARTBEAT_S", 5.0)
 FLEETWATCH_RETENTION_S = env_int("FLEETWATCH_RETENTION_S", 24 * 3600)
 # Status-change records are kept this long.
 FLEETWATCH_STATUS_HISTORY_S = env_int("FLEETWATCH_STATUS_HISTORY_S", 7 * 24 * 3600)
-# Bounded history of pool summaries kept by the scheduler.
-FLEETWATCH_POOL_HISTORY_S = env_int("FLEETWATCH_POOL_HISTORY_S", 24 * 3600)
+# Series (SPEC 9): full resolution for this long, then 1-minute rollups for this long.
+FLEETWATCH_HISTORY_FULL_S = env_int("FLEETWATCH_HISTORY_FULL_S", 15 * 60)
+FLEETWATCH_HISTORY_MINUTES_S = env_int("FLEETWATCH_HISTORY_MINUTES_S", 24 * 3600)
+# How often the Proxy's recorder writes a PoolResource row and the instance series.
+FLEETWATCH_SERIES_INTERVAL_S = env_float("FLEETWATCH_SERIES_INTERVAL_S", 1.0)
 
 FLEETWATCH_PROXY_ID = env_str("FLEETWATCH_PROXY_ID", "")
 FLEETWATCH_SCHEDULER_URL = env_str("FLEETWATCH_SCHEDULER_URL", "")

@@ -10,7 +10,10 @@ from rest_framework import exceptions, viewsets
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
+from controlplane import clock
 from controlplane.env import parse_bool
+from controlplane.history import RANGES
+from controlplane.models import NAME_LENGTH
 from controlplane.parsers import MAX_DB_INT
 
 OK_BODY = b'{"ok":true}'
@@ -47,6 +50,26 @@ def query_int(request, name, minimum=0, maximum=MAX_DB_INT):
     if not minimum <= value <= maximum:
         raise exceptions.ValidationError({name: [f"Must be between {minimum} and {maximum}."]})
     return value
+
+
+def query_choice(request, name, choices):
+    """A required query parameter that must be one of ``choices``; 400 otherwise."""
+    raw = request.query_params.get(name)
+    if raw in choices:
+        return raw
+    expected = f"One of {', '.join(choices)}."
+    problem = f"This parameter is required. {expected}" if raw is None else f"Unknown value. {expected}"
+    raise exceptions.ValidationError({name: [problem]})
+
+
+def query_id(request, name):
+    """A required id in the query string; 400 when missing or too long."""
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
+        raise exceptions.ValidationError({name: ["This parameter is required."]})
+    if len(raw) > NAME_LENGTH:
+        raise exceptions.ValidationError({name: [f"Ensure this parameter has no more than {NAME_LENGTH} characters."]})
+    return raw
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -86,6 +109,12 @@ class ControlPlaneViewSet(viewsets.ViewSet):
             "offset": offset,
             "results": [row(item) for item in page],
         })
+
+    def series_response(self, series, head, key_value=None):
+        """A history answer (SPEC 9): ``head`` (the id), the range, its resolution and the points."""
+        range_name = query_choice(self.request, "range", RANGES)
+        resolution_s, points = series.read(key_value, range_name, clock.now())
+        return Response({**head, "range": range_name, "resolution_s": resolution_s, "points": points})
 
     def validated(self, serializer_class):
         """Validate ``request.data`` (an object) or raise the 400 envelope."""

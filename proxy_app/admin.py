@@ -2,15 +2,25 @@ from django.contrib import admin
 
 from controlplane.admin_utils import (
     MISSING,
+    MinuteRollupAdmin,
     ReadOnlyAdminMixin,
     RegisteredEndpointAdmin,
+    SeriesPointAdmin,
     StatusChangeAdmin,
     ago,
     date_and_age,
     pct,
     pretty_json,
 )
-from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
+from proxy_app.models import (
+    Instance,
+    InstanceMinute,
+    InstanceResource,
+    InstanceSample,
+    InstanceStatusChange,
+    PoolResource,
+    PoolResourceMinute,
+)
 
 
 @admin.register(Instance)
@@ -92,3 +102,27 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(InstanceStatusChange)
 class InstanceStatusChangeAdmin(StatusChangeAdmin):
     entry_field = "instance_id"
+
+
+@admin.register(InstanceSample)
+class InstanceSampleAdmin(SeriesPointAdmin):
+    pass
+
+
+@admin.register(InstanceMinute)
+class InstanceMinuteAdmin(MinuteRollupAdmin):
+    pass
+
+
+@admin.register(PoolResource)
+class PoolResourceAdmin(SeriesPointAdmin):
+    extra_fields = ("summary_json",)
+
+    @admin.display(description="pool summary")
+    def summary_json(self, obj):
+        return pretty_json(obj.summary)
+
+
+@admin.register(PoolResourceMinute)
+class PoolResourceMinuteAdmin(MinuteRollupAdmin):
+    pass

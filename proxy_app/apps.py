@@ -16,14 +16,16 @@ class ProxyAppConfig(AppConfig):
     periodic_tasks = (
         PeriodicTask("proxy_app.tasks.sweep_instances", minutes=1),
         PeriodicTask("proxy_app.tasks.delete_expired_instances", minutes=10),
-        PeriodicTask("proxy_app.tasks.prune_instance_history", minutes=60),
+        PeriodicTask("proxy_app.tasks.rollup_instance_history", minutes=1),
+        PeriodicTask("proxy_app.tasks.prune_instance_history", minutes=1),
     )
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""
         from proxy_app.pool import default_scheduler_url
 
-        processes = []
+        # The series writer: a second is finer than django-q2 schedules go.
+        processes = [ProcessSpec("recorder", [*up.manage, "run_recorder"])]
         if default_scheduler_url():
             processes.append(ProcessSpec("link", [*up.manage, "run_link"]))
         else:

@@ -4,7 +4,15 @@ from django.db import models
 
 from controlplane import liveness
 from controlplane.admission import Admission
-from controlplane.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
+from controlplane.models import (
+    NAME_LENGTH,
+    MinuteRollup,
+    PoolMinuteRollup,
+    PoolSeriesPoint,
+    RegisteredEndpoint,
+    StatusChangeBase,
+    minute_figures,
+)
 from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
 
@@ -140,3 +148,62 @@ class SchedulerLinkState(models.Model):
             "last_error": self.last_error or None,
             "consecutive_failures": self.consecutive_failures,
         }
+
+
+# --- series (SPEC 9) -----------------------------------------------------------------
+
+
+class InstanceSample(models.Model):
+    """One instance at full resolution: the figures of one snapshot, copied by the recorder.
+
+    Narrow on purpose (a row a second per instance for the window); no
+    foreign key, so an instance's series outlives it until pruned.
+    """
+
+    instance_id = models.CharField(max_length=NAME_LENGTH)
+    t = models.FloatField(db_index=True, help_text="Epoch seconds: when the Proxy received the snapshot.")
+    cpu_util = models.FloatField(null=True, blank=True)
+    memory_used_ratio = models.FloatField(null=True, blank=True)
+    gpu_util_avg = models.FloatField(null=True, blank=True)
+    gpu_util_max = models.FloatField(null=True, blank=True)
+    gpu_mem_used_ratio = models.FloatField(null=True, blank=True)
+    network_rx_mbps = models.FloatField(null=True, blank=True)
+    network_tx_mbps = models.FloatField(null=True, blank=True)
+    admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+
+    FIGURES = ("cpu_util", "memory_used_ratio", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_ratio",
+               "network_rx_mbps", "network_tx_mbps")
+    ADMISSION = "admission_state"
+
+    class Meta:
+        ordering = ["-t"]
+        indexes = [models.Index(fields=["instance_id", "t"], name="instance_sample_id_t")]
+
+
+class InstanceMinute(MinuteRollup):
+    """One minute of one instance: min/avg/max of each figure, the worst admission state."""
+
+    instance_id = models.CharField(max_length=NAME_LENGTH)
+    locals().update(minute_figures(InstanceSample.FIGURES))
+    admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+
+    FIGURES = InstanceSample.FIGURES
+    ADMISSION = InstanceSample.ADMISSION
+
+    class Meta(MinuteRollup.Meta):
+        constraints = [models.UniqueConstraint(fields=["instance_id", "minute"], name="instance_minute_once")]
+
+
+class PoolResource(PoolSeriesPoint):
+    """This pool's summary, materialised every second by the recorder (``manage.py run_recorder``).
+
+    Readers that can live with a second of staleness read the newest row
+    instead of aggregating the pool; ``/debug/pool_resource`` stays fresh.
+    """
+
+
+class PoolResourceMinute(PoolMinuteRollup):
+    """One minute of this pool's summaries."""
+
+    class Meta(PoolMinuteRollup.Meta):
+        constraints = [models.UniqueConstraint(fields=["minute"], name="pool_resource_minute_once")]

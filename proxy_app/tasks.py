@@ -3,6 +3,7 @@
 from django.conf import settings
 
 from controlplane import clock
+from proxy_app.history import INSTANCES, POOL
 from proxy_app.models import Instance, InstanceStatusChange
 
 
@@ -16,6 +17,14 @@ def delete_expired_instances():
     return Instance.objects.delete_expired(clock.now(), settings.FLEETWATCH_RETENTION_S)
 
 
+def rollup_instance_history():
+    """Fold the ended minutes of the instance and pool series into rollups; returns rollup rows written."""
+    now = clock.now()
+    return INSTANCES.fold(now) + POOL.fold(now)
+
+
 def prune_instance_history():
-    """Delete status changes older than the status history window."""
-    return InstanceStatusChange.objects.prune(clock.now(), settings.FLEETWATCH_STATUS_HISTORY_S)
+    """Delete series rows past their windows and status changes past theirs; returns rows deleted."""
+    now = clock.now()
+    series = INSTANCES.prune(now) + POOL.prune(now)
+    return series + InstanceStatusChange.objects.prune(now, settings.FLEETWATCH_STATUS_HISTORY_S)

@@ -1,11 +1,13 @@
 """Proxy API (SPEC 3): parse, call one domain operation, serialise."""
 
+from rest_framework import exceptions
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool
+from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, query_id
 from proxy_app import pool
+from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
@@ -79,6 +81,14 @@ class InstanceViewSet(ControlPlaneViewSet):
         instances = Instance.objects.select_related("resource").in_view(query_bool(request, "include_dead", False), now)
         return self.rows_response(instances, lambda instance: instance_row(instance, now))
 
+    @action(detail=False, methods=["get"])
+    def history(self, request):
+        """An instance's figures over a range (SPEC 9); 404 for an instance never seen."""
+        instance_id = query_id(request, "instance_id")
+        if not Instance.objects.filter(pk=instance_id).exists() and not INSTANCES.has(instance_id):
+            raise exceptions.NotFound({"instance_id": ["Unknown instance."]})
+        return self.series_response(INSTANCES, {"instance_id": instance_id}, instance_id)
+
 
 class PoolDebugViewSet(ControlPlaneViewSet):
     """Read-only views of the pool for operators and the scheduler link."""
@@ -145,6 +155,11 @@ class PoolDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def pool_resource(self, request):
         return Response({"ok": True, "pool_resource": pool.pool_resource()})
+
+    @action(detail=False, methods=["get"], url_path="pool_resource/history")
+    def pool_resource_history(self, request):
+        """The pool's summary over a range, from the recorder's PoolResource rows (SPEC 9)."""
+        return self.series_response(POOL, {"proxy_id": pool.proxy_id()})
 
     @action(detail=False, methods=["get"])
     def pool_resource_sources(self, request):

@@ -2,21 +2,17 @@ from django.contrib import admin
 
 from controlplane.admin_utils import (
     MISSING,
-    ReadOnlyAdminMixin,
+    MinuteRollupAdmin,
     RegisteredEndpointAdmin,
+    SeriesPointAdmin,
     StatusChangeAdmin,
-    ago,
     date_and_age,
     pct,
     pretty_json,
 )
 from controlplane.admission import Admission
-from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
-from scheduler_app.summary import summary_columns
-
-
-def ratio_pct(value):
-    return MISSING if value is None else pct(value * 100)
+from controlplane.pool_summary import summary_columns
+from scheduler_app.models import PoolResourceSample, Proxy, ProxyPoolMinute, ProxyStatusChange
 
 
 def count(value):
@@ -71,7 +67,7 @@ class ProxyAdmin(RegisteredEndpointAdmin):
     @admin.display(description="instances alive/total")
     def instances(self, obj):
         columns = summary_columns(obj.pool_resource)
-        return f"{count(columns['instances_alive'])}/{count(columns['instances_total'])}"
+        return f"{count(columns['alive'])}/{count(columns['total'])}"
 
     @admin.display(description="CPU avg")
     def cpu(self, obj):
@@ -87,42 +83,17 @@ class ProxyAdmin(RegisteredEndpointAdmin):
 
 
 @admin.register(PoolResourceSample)
-class PoolResourceSampleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = (
-        "proxy_id", "received", "pool_admission_state", "instances", "cpu", "gpu", "memory_used",
-    )
-    list_filter = ("pool_admission_state",)
-    search_fields = ("proxy_id",)
-    exclude = ("pool_resource", "received_at")
-    readonly_fields = ("received_detail", "summary_json")
-
-    @admin.display(description="received", ordering="received_at")
-    def received(self, obj):
-        return ago(obj.received_at)
-
-    @admin.display(description="received")
-    def received_detail(self, obj):
-        return date_and_age(obj.received_at)
-
-    @admin.display(description="instances alive/total")
-    def instances(self, obj):
-        return f"{count(obj.instances_alive)}/{count(obj.instances_total)}"
-
-    @admin.display(description="CPU avg", ordering="cpu_avg")
-    def cpu(self, obj):
-        return pct(obj.cpu_avg)
-
-    @admin.display(description="GPU util avg", ordering="gpu_util_avg")
-    def gpu(self, obj):
-        return pct(obj.gpu_util_avg)
-
-    @admin.display(description="memory used", ordering="memory_used_ratio")
-    def memory_used(self, obj):
-        return ratio_pct(obj.memory_used_ratio)
+class PoolResourceSampleAdmin(SeriesPointAdmin):
+    extra_fields = ("summary_json",)
 
     @admin.display(description="pool summary")
     def summary_json(self, obj):
-        return pretty_json(obj.pool_resource)
+        return pretty_json(obj.summary)
+
+
+@admin.register(ProxyPoolMinute)
+class ProxyPoolMinuteAdmin(MinuteRollupAdmin):
+    pass
 
 
 @admin.register(ProxyStatusChange)

@@ -10,7 +10,8 @@ class SchedulerAppConfig(AppConfig):
     periodic_tasks = (
         PeriodicTask("scheduler_app.tasks.sweep_proxies", minutes=1),
         PeriodicTask("scheduler_app.tasks.delete_expired_proxies", minutes=10),
-        PeriodicTask("scheduler_app.tasks.prune_pool_history", minutes=10),
+        PeriodicTask("scheduler_app.tasks.rollup_pool_history", minutes=1),
+        PeriodicTask("scheduler_app.tasks.prune_pool_history", minutes=1),
     )
 
     def up_processes(self, up):

@@ -8,7 +8,7 @@ takes a row lock to merge.
 
 from django.db import transaction
 
-from controlplane.managers import HistoryManager, LivenessManager
+from controlplane.managers import LivenessManager
 
 
 class ProxyManager(LivenessManager):
@@ -63,18 +63,3 @@ def summary_fields(pool_resource, now):
     if pool_resource is None:
         return {}
     return {"pool_resource": pool_resource, "pool_resource_reported_at": now}
-
-
-class PoolResourceSampleManager(HistoryManager):
-    time_field = "received_at"
-
-    def recent(self, *, proxy_id=None, since=None, limit=500):
-        """The newest ``limit`` samples (of one proxy, since a time), oldest first."""
-        queryset = self.all()
-        if proxy_id is not None:
-            queryset = queryset.filter(proxy_id=proxy_id)
-        if since is not None:
-            queryset = queryset.filter(received_at__gte=since)
-        newest = list(queryset.order_by("-received_at", "-id")[:limit])
-        newest.reverse()
-        return newest

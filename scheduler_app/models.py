@@ -3,10 +3,9 @@
 from django.conf import settings
 from django.db import models
 
-from controlplane.admission import Admission
-from controlplane.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
-from scheduler_app.managers import PoolResourceSampleManager, ProxyManager
-from scheduler_app.summary import ADMISSION_STATE_LENGTH, summary_columns
+from controlplane.models import NAME_LENGTH, PoolMinuteRollup, PoolSeriesPoint, RegisteredEndpoint, StatusChangeBase
+from controlplane.pool_summary import summary_columns
+from scheduler_app.managers import ProxyManager
 
 DEFAULT_ENDPOINTS = ("chat/completions", "completions")
 
@@ -72,40 +71,33 @@ class Proxy(RegisteredEndpoint):
 
     @staticmethod
     def record_summary(proxy_id, pool_resource, at):
-        PoolResourceSample.objects.create(
-            proxy_id=proxy_id, received_at=at, pool_resource=pool_resource, **summary_columns(pool_resource)
-        )
+        PoolResourceSample.objects.create(proxy_id=proxy_id, t=at, summary=pool_resource, **summary_columns(pool_resource))
 
 
-class PoolResourceSample(models.Model):
-    """One pool summary as received, kept for the trend charts (bounded by age).
+class PoolResourceSample(PoolSeriesPoint):
+    """One pool summary as a proxy sent it, at full resolution (SPEC 6, 9).
 
-    ``proxy_id`` is a plain column, not a foreign key: the history of a proxy
-    that was unregistered or expired stays until it ages out, like its
-    status changes. The chart figures are copied into columns at receive time
-    so a chart reads columns, not JSON.
+    ``t`` is the scheduler's receive time. ``proxy_id`` is a plain column,
+    not a foreign key: the series of a proxy that was unregistered or expired
+    stays until it ages out, like its status changes.
     """
 
     proxy_id = models.CharField(max_length=NAME_LENGTH)
-    received_at = models.FloatField(db_index=True, help_text="Epoch seconds, scheduler receive time.")
-    pool_resource = models.JSONField()
-    instances_alive = models.BigIntegerField(null=True, blank=True)
-    instances_total = models.BigIntegerField(null=True, blank=True)
-    cpu_avg = models.FloatField(null=True, blank=True)
-    gpu_util_avg = models.FloatField(null=True, blank=True)
-    memory_used_ratio = models.FloatField(null=True, blank=True)
-    pool_admission_state = models.CharField(
-        max_length=ADMISSION_STATE_LENGTH, null=True, blank=True, choices=Admission.choices
-    )
 
-    objects = PoolResourceSampleManager()
-
-    class Meta:
-        ordering = ["-received_at", "-id"]
+    class Meta(PoolSeriesPoint.Meta):
         indexes = [
-            # Per-proxy charts; its prefix also serves lookups by proxy_id alone.
-            models.Index(fields=["proxy_id", "received_at"], name="pool_sample_proxy_time"),
+            # Per-proxy series; its prefix also serves lookups by proxy_id alone.
+            models.Index(fields=["proxy_id", "t"], name="pool_sample_proxy_time"),
         ]
 
     def __str__(self):
-        return f"{self.proxy_id} @ {self.received_at:.0f}"
+        return f"{self.proxy_id} @ {self.t:.0f}"
+
+
+class ProxyPoolMinute(PoolMinuteRollup):
+    """One minute of one proxy's summaries."""
+
+    proxy_id = models.CharField(max_length=NAME_LENGTH)
+
+    class Meta(PoolMinuteRollup.Meta):
+        constraints = [models.UniqueConstraint(fields=["proxy_id", "minute"], name="proxy_pool_minute_once")]

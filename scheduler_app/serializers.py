@@ -11,7 +11,6 @@ from controlplane.fields import (
     StrictFloatField,
     StrictIntegerField,
 )
-from controlplane.models import NAME_LENGTH
 from controlplane.serializers import (
     HeartbeatSerializerBase,
     RegisterSerializerBase,
@@ -58,14 +57,6 @@ class HeartbeatSerializer(HeartbeatSerializerBase):
     pool_resource = JSONObjectField(required=False, allow_null=True, default=None)
 
 
-class HistoryQuerySerializer(serializers.Serializer):
-    """Query of ``/debug/proxy_pool_history``."""
-
-    proxy_id = StrictCharField(max_length=NAME_LENGTH, required=False)
-    since = StrictFloatField(required=False)
-    limit = StrictIntegerField(min_value=1, max_value=10_000, required=False, default=500)
-
-
 # --- answers ------------------------------------------------------------------
 
 
@@ -82,20 +73,3 @@ def proxy_row(proxy, now):
         "pool_resource": proxy.pool_resource,
         "pool_resource_reported_at": proxy.pool_resource_reported_at,
     }
-
-
-def sample_row(sample, include_summary):
-    """One point of ``/debug/proxy_pool_history``."""
-    row = {
-        "proxy_id": sample.proxy_id,
-        "received_at": sample.received_at,
-        "instances_alive": sample.instances_alive,
-        "instances_total": sample.instances_total,
-        "cpu_avg": sample.cpu_avg,
-        "gpu_util_avg": sample.gpu_util_avg,
-        "memory_used_ratio": sample.memory_used_ratio,
-        "pool_admission_state": sample.pool_admission_state,
-    }
-    if include_summary:
-        row["pool_resource"] = sample.pool_resource
-    return row

@@ -3,7 +3,8 @@
 from django.conf import settings
 
 from controlplane import clock
-from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
+from scheduler_app.history import PROXY_POOLS
+from scheduler_app.models import Proxy, ProxyStatusChange
 
 
 def sweep_proxies():
@@ -16,9 +17,12 @@ def delete_expired_proxies():
     return Proxy.objects.delete_expired(clock.now(), settings.FLEETWATCH_RETENTION_S)
 
 
+def rollup_pool_history():
+    """Fold each proxy's ended minutes of summaries into rollups; returns rollup rows written."""
+    return PROXY_POOLS.fold(clock.now())
+
+
 def prune_pool_history():
-    """Trim the pool-summary history and the proxies' status changes; returns rows deleted."""
+    """Delete summaries and rollups past their windows, and old status changes; returns rows deleted."""
     now = clock.now()
-    samples = PoolResourceSample.objects.prune(now, settings.FLEETWATCH_POOL_HISTORY_S)
-    changes = ProxyStatusChange.objects.prune(now, settings.FLEETWATCH_STATUS_HISTORY_S)
-    return samples + changes
+    return PROXY_POOLS.prune(now) + ProxyStatusChange.objects.prune(now, settings.FLEETWATCH_STATUS_HISTORY_S)

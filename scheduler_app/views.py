@@ -1,20 +1,14 @@
 """Scheduler API (SPEC 6): parse, call one domain operation, serialise."""
 
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool
-from scheduler_app.models import PoolResourceSample, Proxy
-from scheduler_app.serializers import (
-    HeartbeatSerializer,
-    HistoryQuerySerializer,
-    ProxyIdSerializer,
-    RegisterSerializer,
-    proxy_row,
-    sample_row,
-)
+from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, query_id
+from scheduler_app.history import PROXY_POOLS
+from scheduler_app.models import Proxy
+from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer, proxy_row
 
 # The original's FastAPI HTTPException body; its proxies re-register on it.
 NOT_REGISTERED = {"detail": "proxy_id not registered"}
@@ -62,6 +56,14 @@ class ProxyViewSet(ControlPlaneViewSet):
         now = clock.now()
         return self.rows_response(proxies_in_view(request, False, now), lambda proxy: proxy_row(proxy, now))
 
+    @action(detail=False, methods=["get"])
+    def history(self, request):
+        """A proxy's pool summaries over a range (SPEC 9); 404 for a proxy never seen."""
+        proxy_id = query_id(request, "proxy_id")
+        if not Proxy.objects.filter(pk=proxy_id).exists() and not PROXY_POOLS.has(proxy_id):
+            raise exceptions.NotFound({"proxy_id": ["Unknown proxy."]})
+        return self.series_response(PROXY_POOLS, {"proxy_id": proxy_id}, proxy_id)
+
 
 class FleetDebugViewSet(ControlPlaneViewSet):
     """Read-only views of the fleet's pool summaries."""
@@ -83,20 +85,3 @@ class FleetDebugViewSet(ControlPlaneViewSet):
             for proxy in proxies
         ]
         return Response({"ok": True, "proxies": rows})
-
-    @action(detail=False, methods=["get"])
-    def proxy_pool_history(self, request):
-        query = HistoryQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = query.validated_data
-        include_summary = query_bool(request, "include_summary", False)
-        samples = PoolResourceSample.objects.recent(
-            proxy_id=params.get("proxy_id"), since=params.get("since"), limit=params["limit"]
-        )
-        return Response({
-            "ok": True,
-            "proxy_id": params.get("proxy_id"),
-            "since": params.get("since"),
-            "limit": params["limit"],
-            "samples": [sample_row(s, include_summary) for s in samples],
-        })

@@ -8,8 +8,8 @@ from django_q.models import Schedule
 
 from controlplane.liveness import Status
 from controlplane.tasks import ensure_schedules, periodic_tasks
-from proxy_app.models import Instance, InstanceStatusChange
-from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
+from proxy_app.models import Instance, InstanceStatusChange, PoolResourceMinute
+from scheduler_app.models import PoolResourceSample, Proxy, ProxyPoolMinute, ProxyStatusChange
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
@@ -106,10 +106,31 @@ def test_it_sweeps_and_expires_proxies(api, frozen, settings):
 
 
 def test_it_keeps_the_window_in_prune_pool_history(api, frozen, settings):
-    settings.FLEETWATCH_POOL_HISTORY_S = 3600
+    settings.FLEETWATCH_HISTORY_FULL_S = 3600
     settings.FLEETWATCH_STATUS_HISTORY_S = 7200
     register_proxy(api, pool_resource={"schema_version": 1, "instances": {"alive": 1}})
     frozen.shift(3601)
     api.post("/v1/proxy/heartbeat", {"proxy_id": "pxy-a", "pool_resource": {"schema_version": 1}})
     assert run("prune_pool_history") == "prune_pool_history: 1"  # the first sample only
     assert PoolResourceSample.objects.count() == 1
+
+
+def test_it_folds_minutes_with_rollup_pool_history(api, frozen):
+    register_proxy(api, pool_resource={"schema_version": 1, "utilization": {"cpu_avg": 20.0}})
+    frozen.shift(30)
+    api.post("/v1/proxy/heartbeat", {"proxy_id": "pxy-a", "pool_resource": {"utilization": {"cpu_avg": 40.0}}})
+    frozen.shift(40)
+    assert run("rollup_pool_history") == "rollup_pool_history: 1"
+    assert run("rollup_pool_history") == "rollup_pool_history: 0"
+    assert ProxyPoolMinute.objects.get().cpu_avg_avg == 30.0
+
+
+def test_it_folds_minutes_with_rollup_instance_history(frozen):
+    from proxy_app.history import record
+
+    register_instance()
+    record()
+    frozen.shift(70)
+    # One minute of the instance series (no snapshot: nothing) and one of the pool series.
+    assert run("rollup_instance_history") == "rollup_instance_history: 1"
+    assert PoolResourceMinute.objects.get().alive_avg == 1.0

@@ -4,7 +4,7 @@ import pytest
 
 from proxy_app.models import Instance, InstanceStatusChange
 from tests.admin_rows import change_list_rows, rows_by_id
-from tests.factories import make_gpu, make_snapshot
+from tests.factories import T0, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -116,3 +116,38 @@ def test_its_resource_page_shows_agent_times_as_dates(admin_client, pool):
     page = admin_client.get("/admin/proxy_app/instanceresource/gpu-1/change/").content.decode()
     assert "2026-01-01 00:00:00 UTC" in page  # the snapshot's timestamp_ms
     assert "1767225600000" not in page.replace("&quot;timestamp_ms&quot;: 1767225600000", "")
+
+
+@pytest.fixture
+def series(pool, frozen):
+    """Two recorder ticks a minute apart, folded."""
+    from proxy_app.history import INSTANCES, POOL, record
+
+    record()
+    frozen.shift(90)
+    record()
+    INSTANCES.fold(T0 + 400)
+    POOL.fold(T0 + 400)
+
+
+@pytest.mark.parametrize("model", ["instancesample", "instanceminute", "poolresource", "poolresourceminute"])
+def test_it_shows_the_series_read_only(admin_client, series, model):
+    base = f"/admin/proxy_app/{model}/"
+    rows = change_list_rows(admin_client.get(base))
+    assert rows
+    assert admin_client.get(f"{base}add/").status_code == 403
+    detail = admin_client.get(f"{base}1/change/")
+    assert detail.status_code == 200 and b'type="submit" value="Save"' not in detail.content
+
+
+def test_it_browses_rollups_by_date(admin_client, series):
+    page = admin_client.get("/admin/proxy_app/poolresourceminute/").content.decode()
+    assert '<nav class="toplinks">' in page
+    rows = change_list_rows(admin_client.get("/admin/proxy_app/poolresourceminute/?minute__day=1&minute__month=1&minute__year=2026"))
+    assert len(rows) == 2
+
+
+def test_it_filters_full_resolution_rows_by_age(admin_client, series):
+    rows = change_list_rows(admin_client.get("/admin/proxy_app/poolresource/?within=60"))
+    assert [row["At"] for row in rows] == ["2026-01-01 00:03:13 UTC (0 s ago)"]
+    assert len(change_list_rows(admin_client.get("/admin/proxy_app/poolresource/"))) == 2

@@ -181,7 +181,7 @@ def test_it_refuses_get_on_every_post_endpoint(api, frozen, path):
     assert response.json()["ok"] is False
 
 
-@pytest.mark.parametrize("path", ["/v1/proxy/list", "/debug/proxy_pool_resources", "/debug/proxy_pool_history"])
+@pytest.mark.parametrize("path", ["/v1/proxy/list", "/debug/proxy_pool_resources", "/v1/proxy/history"])
 def test_it_refuses_post_on_read_endpoints(api, frozen, path):
     response = api.post(path, {})
 

@@ -98,7 +98,7 @@ def test_it_stores_a_pool_resource_with_the_receive_time_and_keeps_a_sample(regi
     assert proxy.pool_resource == summary
     assert proxy.pool_resource_reported_at == T0 + 5
     sample = PoolResourceSample.objects.get()
-    assert (sample.proxy_id, sample.received_at, sample.cpu_avg) == ("pxy-a", T0 + 5, 12.5)
+    assert (sample.proxy_id, sample.t, sample.cpu_avg) == ("pxy-a", T0 + 5, 12.5)
 
 
 @pytest.mark.parametrize("again", [{}, {"pool_resource": None}])
@@ -124,7 +124,7 @@ def test_it_appends_one_sample_per_heartbeat_with_a_summary(register_proxy, prox
         frozen.shift(5)
         proxy_heartbeat("pxy-a", pool_resource=make_pool_resource(cpu=float(step)))
 
-    assert list(PoolResourceSample.objects.order_by("received_at").values_list("received_at", "cpu_avg")) == [
+    assert list(PoolResourceSample.objects.order_by("t").values_list("t", "cpu_avg")) == [
         (T0 + 5, 0.0), (T0 + 10, 1.0), (T0 + 15, 2.0),
     ]
     assert Proxy.objects.get(pk="pxy-a").pool_resource["utilization"]["cpu_avg"] == 2.0

@@ -93,9 +93,9 @@ def test_it_stores_a_pool_resource_with_the_receive_time_and_keeps_a_sample(regi
     assert proxy.pool_resource == summary
     assert proxy.pool_resource_reported_at == T0
     sample = PoolResourceSample.objects.get(proxy_id="pxy-a")
-    assert sample.received_at == T0
-    assert sample.pool_resource == summary
-    assert (sample.instances_alive, sample.instances_total) == (3, 4)
+    assert sample.t == T0
+    assert sample.summary == summary
+    assert (sample.alive, sample.total) == (3, 4)
 
 
 def test_it_keeps_registered_at_and_replaces_the_other_fields_on_re_register(register_proxy, frozen):

@@ -3,6 +3,7 @@
 import pytest
 
 from controlplane import managers as liveness_managers
+from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from tests.factories import T0, make_pool_resource
 
@@ -114,16 +115,17 @@ def test_it_deletes_proxies_unseen_for_the_retention(register_proxy, frozen):
     assert PoolResourceSample.objects.filter(proxy_id="pxy-a").exists()
 
 
-def test_it_prunes_samples_older_than_the_window(register_proxy, proxy_heartbeat, frozen):
+def test_it_prunes_samples_older_than_the_window(register_proxy, proxy_heartbeat, frozen, settings):
     register_proxy("pxy-a", pool_resource=make_pool_resource())
     for _ in range(2):
         frozen.shift(10)
         proxy_heartbeat("pxy-a", pool_resource=make_pool_resource())
 
-    assert PoolResourceSample.objects.prune(T0 + 30, keep_s=15) == 2
-    assert PoolResourceSample.objects.prune(T0 + 30, keep_s=15) == 0
+    settings.FLEETWATCH_HISTORY_FULL_S = 15
+    assert PROXY_POOLS.prune(T0 + 30) == 2
+    assert PROXY_POOLS.prune(T0 + 30) == 0
 
-    assert list(PoolResourceSample.objects.values_list("received_at", flat=True)) == [T0 + 20]
+    assert list(PoolResourceSample.objects.values_list("t", flat=True)) == [T0 + 20]
     # The latest summary on the proxy itself is not history.
     assert Proxy.objects.get(pk="pxy-a").pool_resource_reported_at == T0 + 20
 

@@ -28,6 +28,7 @@ def test_it_starts_web_tasks_and_link_and_stops_them_all_on_sigterm(servers):
     assert any("gunicorn" in c for c in commands)
     assert any("qcluster" in c for c in commands)
     assert any("run_link" in c for c in commands)
+    assert any("run_recorder" in c for c in commands)
     children = psutil.Process(server.process.pid).children(recursive=True)
 
     assert server.stop() == 0

@@ -1,9 +1,8 @@
 import logging
-import signal
-import threading
 
 from django.core.management.base import BaseCommand
 
+from controlplane.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
 from proxy_app.link import ProxyLink
 from proxy_app.pool import default_scheduler_url
 
@@ -11,7 +10,8 @@ log = logging.getLogger("fleetwatch.link")
 
 
 class Command(BaseCommand):
-    help = "Register this proxy with the scheduler and heartbeat its pool_resource until stopped."
+    help = ("Register this proxy with the scheduler and heartbeat its pool_resource until stopped. "
+            "One copy runs per database; others stand by.")
 
     def add_arguments(self, parser):
         parser.add_argument("--scheduler-url", default=None, help="Overrides FLEETWATCH_SCHEDULER_URL.")
@@ -21,8 +21,12 @@ class Command(BaseCommand):
         if not url:
             self.stderr.write("run_link: no FLEETWATCH_SCHEDULER_URL and no scheduler role here; nothing to do")
             return
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        log.info("scheduler link: reporting to %s", url)
-        ProxyLink(url).run(stop)
+        stop = stop_event_on_signals()
+        lock = SingletonLock("link")
+        if not wait_for_lock(lock, stop):
+            return
+        try:
+            log.info("scheduler link: reporting to %s", url)
+            ProxyLink(url).run(stop)
+        finally:
+            lock.release()

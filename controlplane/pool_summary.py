@@ -1,8 +1,10 @@
-"""The few figures of a stored pool_resource that trend charts plot.
+"""The few figures of a pool_resource (SPEC 5) that the trend series keep.
 
-A summary is stored exactly as the proxy sent it (SPEC 6: any JSON object,
-not interpreted), so reading figures out of it must never fail: anything that
-is not a usable number or word gives None.
+Both roles store them: the Proxy from the summary it computes, the Scheduler
+from each summary a Proxy sends. A summary received by the Scheduler is
+stored exactly as sent (SPEC 6: any JSON object, not interpreted), so reading
+figures out of it must never fail: anything that is not a usable number or
+word gives None.
 """
 
 import math
@@ -10,6 +12,9 @@ import math
 from controlplane.parsers import MAX_DB_INT
 
 ADMISSION_STATE_LENGTH = 32
+# The series columns taken from a summary, in the order the API shows them.
+COUNT_FIGURES = ("alive", "total", "with_resource")
+RATIO_FIGURES = ("cpu_avg", "memory_used_ratio", "gpu_util_avg", "gpu_mem_used_ratio")
 
 
 def _section(summary, name):
@@ -40,14 +45,11 @@ def _word(value):
 
 
 def summary_columns(summary):
-    """The chart columns of a pool_resource (SPEC 5 shape), None where absent."""
+    """The series columns of a pool_resource (SPEC 5 shape), None where absent."""
     instances = _section(summary, "instances")
     utilization = _section(summary, "utilization")
     return {
-        "instances_alive": _count(instances.get("alive")),
-        "instances_total": _count(instances.get("total")),
-        "cpu_avg": _number(utilization.get("cpu_avg")),
-        "gpu_util_avg": _number(utilization.get("gpu_util_avg")),
-        "memory_used_ratio": _number(utilization.get("memory_used_ratio")),
+        **{name: _count(instances.get(name)) for name in COUNT_FIGURES},
+        **{name: _number(utilization.get(name)) for name in RATIO_FIGURES},
         "pool_admission_state": _word(summary.get("pool_admission_state") if isinstance(summary, dict) else None),
     }
