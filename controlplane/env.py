@@ -79,6 +79,9 @@ def database_from_url(url, base_dir, conn_max_age=300):
         raise ValueError(f"DATABASE_URL scheme {scheme!r} is not supported (sqlite, postgres)")
     config["PORT"] = str(config.get("PORT") or "")
     config.setdefault("OPTIONS", {})
+    # Two test runs on one server need their own test databases (pytest-django
+    # would otherwise use test_<name> for both).
+    config["TEST"] = {"NAME": os.environ.get("FLEETWATCH_TEST_DB_NAME") or None}
     return config
 
 
