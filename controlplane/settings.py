@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_htmx",
     "django_q",
     "controlplane",
     "proxy_app",
@@ -75,6 +76,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -115,6 +117,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# The dashboards' own stylesheet and scripts, and the vendored front-end
+# libraries (with their licences): nothing is loaded from a CDN.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 # WhiteNoise serves the admin's static files straight from the apps: no
 # collectstatic step, nothing to configure on a fresh clone.
 WHITENOISE_USE_FINDERS = True
