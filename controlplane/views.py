@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect
 
 
 def healthz(request):
@@ -13,5 +13,8 @@ def healthz(request):
 
 
 def home(request):
-    """Landing page with links to what this process serves."""
-    return render(request, "home.html", {"roles": settings.FLEETWATCH_ROLES})
+    """``/`` (SPEC 8): the fleet when this process is the Scheduler, else its own pool.
+
+    Only a redirect: the page it leads to decides who may look.
+    """
+    return redirect("fleet" if "scheduler" in settings.FLEETWATCH_ROLES else "pool")

@@ -1,0 +1,281 @@
+"""Formatting for the dashboards, written once: units, "12 s ago", local times, "–" for unknown.
+
+Every filter takes plain values (numbers, strings, None) and never fails: a
+value it cannot read is shown as "–" (SPEC 1: null means unknown, and an
+unknown is never drawn as 0). Times are epoch seconds, like everywhere in
+the control planes; ``ago`` needs the page's ``now`` so a frozen clock in a
+test and the page agree. The HTML they return is a ``<time>`` element the
+page script keeps current (ages tick, UTC becomes the browser's local time).
+"""
+
+import json
+import math
+from datetime import datetime, timezone
+
+from django import template
+from django.utils.html import format_html, format_html_join
+
+from controlplane.admin_utils import MISSING, ago as age_text
+
+register = template.Library()
+
+# Where a bar turns amber, then red (percent of its maximum).
+WARN_AT = 75.0
+CRIT_AT = 90.0
+# The tone of a badge for the words the control planes use.
+TONES = {
+    "alive": "ok", "accepting": "ok", "ok": "ok", "complete": "ok", "running": "ok", "registered": "ok",
+    "suspect": "warn", "degraded": "warn", "partial": "warn",
+    "stale": "crit", "rejecting": "crit", "error": "crit", "missing": "crit", "expired": "crit",
+    "invalid": "crit", "exited": "crit",
+    "unregistered": "muted", "stopped": "muted",
+}
+
+
+def _number(value):
+    """A finite float, or None for anything else (bools, text, NaN)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _fixed(number, digits):
+    return f"{number:.{digits}f}"
+
+
+@register.filter
+def dash(value):
+    """The value, or "–" when it is unknown (None or empty)."""
+    if value is None or value == "" or value == []:
+        return MISSING
+    return value
+
+
+@register.filter
+def num(value, digits=1):
+    number = _number(value)
+    return MISSING if number is None else _fixed(number, int(digits))
+
+
+@register.filter
+def count(value):
+    """An integer count with thousands separators."""
+    number = _number(value)
+    return MISSING if number is None else f"{int(number):,}"
+
+
+@register.filter
+def pct(value, digits=1):
+    """A percentage (0–100): "12.3 %"."""
+    number = _number(value)
+    return MISSING if number is None else f"{_fixed(number, int(digits))} %"
+
+
+@register.filter
+def ratio_pct(value, digits=1):
+    """A ratio (0–1) as a percentage: 0.25 → "25.0 %"."""
+    number = _number(value)
+    return MISSING if number is None else f"{_fixed(number * 100, int(digits))} %"
+
+
+@register.filter
+def mib(value):
+    """Mebibytes, in the largest unit that keeps the number readable: "512 MiB", "78.5 GiB"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    for unit in ("MiB", "GiB", "TiB"):
+        if abs(number) < 1024 or unit == "TiB":
+            return f"{number:.0f} {unit}" if unit == "MiB" else f"{number:.1f} {unit}"
+        number /= 1024
+    return MISSING  # not reached
+
+
+@register.filter
+def gib(value):
+    """Gibibytes: "120.5 GiB", "1.8 TiB"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number / 1024:.1f} TiB" if abs(number) >= 1024 else f"{number:.1f} GiB"
+
+
+@register.filter
+def bytes_total(value):
+    """A byte counter: "1.2 GiB"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(number) < 1024 or unit == "PiB":
+            return f"{number:.0f} {unit}" if unit == "B" else f"{number:.1f} {unit}"
+        number /= 1024
+    return MISSING  # not reached
+
+
+@register.filter
+def mbps(value):
+    """A rate in megabits per second: "812.5 Mbit/s", "12.4 Gbit/s"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number / 1000:.1f} Gbit/s" if abs(number) >= 1000 else f"{number:.1f} Mbit/s"
+
+
+@register.filter
+def unit(value, suffix):
+    """A number and its unit, as precise as the unit deserves: "61 °C", "512.3 W", "1980 MHz"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    digits = 1 if suffix in ("W", "%") and not number.is_integer() else 0
+    return f"{_fixed(number, digits)} {suffix}"
+
+
+@register.filter
+def seconds(value):
+    """A duration: "0.4 s", "12 s", "3 min", "2.5 h"."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    if number < 10:
+        return f"{number:.1f} s"
+    if number < 120:
+        return f"{number:.0f} s"
+    if number < 7200:
+        return f"{number / 60:.0f} min"
+    return f"{number / 3600:.1f} h"
+
+
+@register.filter
+def ms_to_s(value):
+    """Epoch milliseconds (agent snapshots) as the epoch seconds the other filters read."""
+    number = _number(value)
+    return None if number is None else number / 1000
+
+
+def _moment(epoch_s):
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc)
+
+
+@register.filter
+def ago(value, now):
+    """"12 s ago" for an epoch-seconds time, kept ticking by the page script; "–" when unknown."""
+    moment, now = _number(value), _number(now)
+    if moment is None or now is None:
+        return MISSING
+    try:
+        iso = _moment(moment).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return MISSING
+    return format_html(
+        '<time class="ago" datetime="{}" data-t="{}" data-now="{}" title="{} UTC">{}</time>',
+        iso, repr(moment), repr(now), _moment(moment).strftime("%Y-%m-%d %H:%M:%S"), age_text(moment, now),
+    )
+
+
+@register.filter
+def localtime(value):
+    """An epoch-seconds time as a date; the page script shows it in the browser's time zone."""
+    moment = _number(value)
+    if moment is None:
+        return MISSING
+    try:
+        when = _moment(moment)
+    except (OverflowError, OSError, ValueError):
+        return MISSING
+    return format_html('<time class="local" datetime="{}">{} UTC</time>', when.isoformat(),
+                       when.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+@register.filter
+def tone(word):
+    """The badge colour of a status, admission state or health word."""
+    if not isinstance(word, str):
+        return "muted"
+    return TONES.get(word.strip().lower(), "muted")
+
+
+@register.filter
+def level(value):
+    """The bar colour of a percentage: ok below 75, warn below 90, crit above."""
+    number = _number(value)
+    if number is None:
+        return "none"
+    if number >= CRIT_AT:
+        return "crit"
+    if number >= WARN_AT:
+        return "warn"
+    return "ok"
+
+
+@register.filter
+def width(value):
+    """A percentage clamped to 0–100 for a bar's CSS width ("42.5")."""
+    number = _number(value)
+    if number is None:
+        return "0"
+    return f"{min(100.0, max(0.0, number)):.1f}"
+
+
+@register.filter
+def share(used, total):
+    """used / total as a percentage; None when either is unknown or total is not positive."""
+    used, total = _number(used), _number(total)
+    if used is None or total is None or total <= 0:
+        return None
+    return used / total * 100
+
+
+@register.filter
+def times(value, factor):
+    """value × factor, None when unknown (a ratio to percent: ``|times:100``)."""
+    number = _number(value)
+    return None if number is None else number * float(factor)
+
+
+@register.filter
+def pretty_json(value):
+    """Indented JSON for a raw-data block (the template escapes it)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.inclusion_tag("components/bar.html")
+def bar(value, text=None, caption=""):
+    """A horizontal bar for a percentage (0–100); ``text`` replaces the printed value."""
+    number = _number(value)
+    return {"value": number, "text": text, "caption": caption}
+
+
+def _spark_path(values, height, width_px):
+    """The SVG path of one line: a gap where a value is unknown."""
+    last = max(1, len(values) - 1)
+    segments, previous = [], None
+    for i, value in enumerate(values):
+        number = _number(value)
+        if number is None:
+            continue
+        x = i / last * width_px
+        y = height - min(100.0, max(0.0, number)) / 100 * (height - 2) - 1
+        segments.append(f"{'L' if previous == i - 1 else 'M'}{x:.1f},{y:.1f}")
+        previous = i
+    return " ".join(segments) if len(segments) > 1 else ""
+
+
+@register.simple_tag
+def sparkline(*series, height=24, width_px=120):
+    """An inline SVG of one or more lines of percentages (0–100, None gaps), oldest first; "–" when empty."""
+    paths = [_spark_path(list(values or ()), height, width_px) for values in series]
+    if not any(paths):
+        return MISSING
+    lines = format_html_join("", '<path class="spark__line spark__line--{}" d="{}"/>',
+                             ((index, path) for index, path in enumerate(paths) if path))
+    return format_html(
+        '<svg class="spark" viewBox="0 0 {w} {h}" width="{w}" height="{h}" preserveAspectRatio="none" '
+        'aria-hidden="true">{lines}</svg>',
+        w=width_px, h=height, lines=lines,
+    )

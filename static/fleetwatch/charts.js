@@ -1,0 +1,230 @@
+/* Fleetwatch charts: the stored series (SPEC 9) drawn with the vendored uPlot.
+ *
+ * A chart group (section[data-charts]) names its data URL (data-src) and
+ * range (data-range); each figure[data-chart] in it holds a spec: unit, an
+ * optional fixed maximum, and the series keys to draw. The data URL answers
+ * columns {t: [...], <key>: [...]}; nulls stay gaps (null is "unknown",
+ * never 0). Groups reload on the live controller's ticks, at most once per
+ * resolution step of their range, and redraw on a theme change or resize.
+ */
+(function () {
+  "use strict";
+
+  var HEIGHT = 170;
+
+  function cssVar(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  function format(value, unit) {
+    if (value === null || value === undefined || isNaN(value)) return "–";
+    var digits = Math.abs(value) >= 100 || unit === "" ? 0 : 1;
+    return value.toFixed(digits) + (unit ? " " + unit : "");
+  }
+
+  // Axis ticks: short numbers, the unit only where it is one character ("%").
+  function tick(value, unit) {
+    var text = Math.abs(value) >= 1000 ? (value / 1000).toFixed(1) + "k" : String(Math.round(value * 10) / 10);
+    return unit === "%" ? text + "%" : text;
+  }
+
+  var COUNT_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
+
+  function localTime(seconds) {
+    var d = new Date(seconds * 1000);
+    var two = function (n) { return (n < 10 ? "0" : "") + n; };
+    return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
+
+  function Chart(figure) {
+    this.figure = figure;
+    this.plot = figure.querySelector("[data-chart-plot]");
+    this.spec = JSON.parse(figure.getAttribute("data-chart"));
+    this.uplot = null;
+    this.empty = null;
+  }
+
+  Chart.prototype.options = function (bounds) {
+    var spec = this.spec;
+    var colours = [cssVar("--chart-1"), cssVar("--chart-2"), cssVar("--chart-3")];
+    var text = cssVar("--muted");
+    var grid = cssVar("--chart-grid");
+    var series = [{ label: "time", value: function (u, t) { return t === null ? "–" : localTime(t); } }];
+    spec.series.forEach(function (s, i) {
+      series.push({
+        label: s.label,
+        stroke: colours[i % colours.length],
+        width: 1.5,
+        spanGaps: false,
+        points: { show: false },
+        value: function (u, v) { return format(v, spec.unit); }
+      });
+    });
+    return {
+      width: Math.max(200, this.plot.clientWidth),
+      height: HEIGHT,
+      series: series,
+      legend: { show: true, live: true },
+      cursor: { drag: { x: false, y: false } },
+      scales: {
+        x: { time: true, range: function () { return [bounds.from, bounds.to]; } },
+        y: {
+          range: function (u, min, max) {
+            if (spec.max) return [0, spec.max];
+            var top = max > 0 ? max * 1.15 : 1;
+            return [0, top];
+          }
+        }
+      },
+      axes: [
+        { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } },
+        {
+          stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: 48,
+          incrs: spec.unit === "" ? COUNT_STEPS : undefined,
+          values: function (u, ticks) { return ticks.map(function (v) { return tick(v, spec.unit); }); }
+        }
+      ]
+    };
+  };
+
+  Chart.prototype.draw = function (data, bounds, rebuild) {
+    var columns = [data.t];
+    var measured = false;
+    this.spec.series.forEach(function (s) {
+      var values = data[s.key] || [];
+      if (values.some(function (v) { return v !== null; })) measured = true;
+      columns.push(values);
+    });
+    if (!measured) {
+      this.destroy();
+      if (!this.empty) {
+        this.empty = document.createElement("div");
+        this.empty.className = "chart__empty";
+        this.plot.appendChild(this.empty);
+      }
+      this.empty.textContent = data.t.length ? "not measured in this range" : "no data in this range yet";
+      return;
+    }
+    if (this.empty) {
+      this.empty.remove();
+      this.empty = null;
+    }
+    if (this.uplot && rebuild) this.destroy();
+    if (this.uplot) {
+      this.uplot.setData(columns);
+    } else {
+      this.uplot = new window.uPlot(this.options(bounds), columns, this.plot);
+    }
+  };
+
+  Chart.prototype.destroy = function () {
+    if (this.uplot) {
+      this.uplot.destroy();
+      this.uplot = null;
+    }
+  };
+
+  Chart.prototype.resize = function () {
+    if (this.uplot) this.uplot.setSize({ width: Math.max(200, this.plot.clientWidth), height: HEIGHT });
+  };
+
+  function Group(section) {
+    var self = this;
+    this.section = section;
+    this.src = section.getAttribute("data-src");
+    this.range = section.getAttribute("data-range");
+    this.note = section.querySelector("[data-charts-note]");
+    this.charts = Array.prototype.map.call(section.querySelectorAll("figure[data-chart]"), function (f) {
+      return new Chart(f);
+    });
+    this.bounds = { from: 0, to: 1 };
+    this.last = null;
+    this.loadedAt = 0;
+    this.loading = false;
+    this.resolution = 1;
+
+    section.querySelectorAll("[data-range-choice]").forEach(function (button) {
+      button.addEventListener("click", function () { self.choose(button.getAttribute("data-range-choice")); });
+    });
+    if (window.ResizeObserver) {
+      var observer = new ResizeObserver(function () { self.charts.forEach(function (c) { c.resize(); }); });
+      this.charts.forEach(function (c) { observer.observe(c.plot); });
+    }
+  }
+
+  Group.prototype.choose = function (range) {
+    this.range = range;
+    this.section.setAttribute("data-range", range);
+    this.section.querySelectorAll("[data-range-choice]").forEach(function (button) {
+      var current = button.getAttribute("data-range-choice") === range;
+      button.classList.toggle("is-current", current);
+      button.setAttribute("aria-pressed", current ? "true" : "false");
+    });
+    var url = new URL(window.location.href);
+    url.searchParams.set("range", range);
+    window.history.replaceState(window.history.state, "", url);
+    this.load(true);
+  };
+
+  Group.prototype.load = function (rebuild) {
+    var self = this;
+    if (this.loading) return;
+    this.loading = true;
+    var url = this.src + "?range=" + encodeURIComponent(this.range);
+    fetch(url, {
+      headers: { "Accept": "application/json", "HX-Request": "true", "HX-Current-URL": window.location.href },
+      credentials: "same-origin"
+    }).then(function (response) {
+      var redirect = response.headers.get("HX-Redirect");
+      if (redirect) {
+        window.location.assign(redirect);
+        throw new Error("login required");
+      }
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.json();
+    }).then(function (data) {
+      self.loading = false;
+      self.loadedAt = Date.now();
+      self.resolution = data.resolution_s || 1;
+      self.bounds.from = data.now - data.range_s;
+      self.bounds.to = data.now;
+      self.last = data;
+      self.section.classList.remove("is-stale");
+      if (self.note) {
+        self.note.textContent = data.t.length + " points, every " + format(self.resolution, "s");
+      }
+      self.charts.forEach(function (chart) { chart.draw(data, self.bounds, rebuild); });
+      if (window.fleetwatchLive) window.fleetwatchLive.ok();
+    }).catch(function (error) {
+      self.loading = false;
+      self.section.classList.add("is-stale");
+      if (self.note) self.note.textContent = "could not load: " + error.message;
+      if (window.fleetwatchLive) window.fleetwatchLive.failed(null);
+    });
+  };
+
+  Group.prototype.tick = function (interval) {
+    var due = Math.max(interval, Math.min(this.resolution, 60)) * 1000 - 250;
+    if (Date.now() - this.loadedAt >= due) this.load(false);
+  };
+
+  Group.prototype.redraw = function () {
+    var self = this;
+    if (!this.last) return;
+    this.charts.forEach(function (chart) { chart.draw(self.last, self.bounds, true); });
+  };
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.uPlot) return;
+    var groups = Array.prototype.map.call(document.querySelectorAll("section[data-charts]"), function (s) {
+      return new Group(s);
+    });
+    groups.forEach(function (g) { g.load(true); });
+    document.addEventListener("fw:tick", function (event) {
+      groups.forEach(function (g) { g.tick(event.detail.interval); });
+    });
+    document.addEventListener("fw:theme", function () {
+      groups.forEach(function (g) { g.redraw(); });
+    });
+  });
+})();
