@@ -1,0 +1,133 @@
+"""An agent snapshot as the instance page shows it: a pure function, plain values out.
+
+The stored ``raw_resource`` is what the agent sent (SPEC 2.2), from any agent
+version, so every read is defensive like ``normalise``: a value that is not
+a finite number is None (shown as "–"), a list that is not a list is empty,
+and percentages are computed here once (used / total, None when either is
+unknown or the total is 0), so templates only format.
+"""
+
+from proxy_app.normalise import integer, number, text
+
+MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
+
+
+def _obj(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _rows(value):
+    return [row for row in value[:MAX_ITEMS] if isinstance(row, dict)] if isinstance(value, list) else []
+
+
+def _words(value):
+    """A list of reason words; None when the source said nothing (not the same as "none")."""
+    if not isinstance(value, list):
+        return None
+    return [str(item) for item in value[:64] if isinstance(item, (str, int, float)) and str(item).strip()]
+
+
+def share(used, total):
+    """used / total × 100, or None when either is unknown or the total is not positive."""
+    if used is None or total is None or total <= 0:
+        return None
+    return used / total * 100
+
+
+def cpu_view(cpu):
+    cores = cpu.get("per_core_pct")
+    return {
+        "util": number(cpu.get("utilization_pct")),
+        "load1": number(cpu.get("load1")),
+        "load5": number(cpu.get("load5")),
+        "load15": number(cpu.get("load15")),
+        "count_logical": integer(cpu.get("count_logical")),
+        "count_physical": integer(cpu.get("count_physical")),
+        "cores": [number(v) for v in cores[:MAX_ITEMS]] if isinstance(cores, list) else [],
+    }
+
+
+def memory_view(memory):
+    used, total = number(memory.get("used_mb")), number(memory.get("total_mb"))
+    swap_used, swap_total = number(memory.get("swap_used_mb")), number(memory.get("swap_total_mb"))
+    return {
+        "used_mb": used,
+        "total_mb": total,
+        "available_mb": number(memory.get("free_mb")),
+        "used_pct": share(used, total),
+        "swap_used_mb": swap_used,
+        "swap_total_mb": swap_total,
+        "swap_pct": share(swap_used, swap_total),
+    }
+
+
+def network_view(interface):
+    return {
+        "iface": text(interface.get("iface")),
+        "rx_mbps": number(interface.get("rx_mbps")),
+        "tx_mbps": number(interface.get("tx_mbps")),
+        "speed_mbps": number(interface.get("speed_mbps")),
+        "rx_bytes_total": number(interface.get("rx_bytes_total")),
+        "tx_bytes_total": number(interface.get("tx_bytes_total")),
+    }
+
+
+def disk_view(disk):
+    used, total = number(disk.get("used_gb")), number(disk.get("total_gb"))
+    return {"mount": text(disk.get("mount"), 1024), "used_gb": used, "total_gb": total, "used_pct": share(used, total)}
+
+
+def gpu_view(gpu):
+    memory_used, memory_total = number(gpu.get("memory_used_mb")), number(gpu.get("memory_total_mb"))
+    power, power_limit = number(gpu.get("power_w")), number(gpu.get("power_limit_w"))
+    health = (text(gpu.get("health")) or "").lower() or None
+    sample_ok = gpu.get("utilization_sample_ok")
+    return {
+        "index": integer(gpu.get("index")),
+        "uuid": text(gpu.get("uuid")),
+        "name": text(gpu.get("name")),
+        "util": number(gpu.get("utilization_pct_avg", gpu.get("utilization_pct"))),
+        "util_current": number(gpu.get("utilization_pct_current")),
+        "util_max": number(gpu.get("utilization_pct_max")),
+        "sample_count": integer(gpu.get("utilization_sample_count")),
+        "window_ms": integer(gpu.get("utilization_window_ms")),
+        "sample_ok": sample_ok if isinstance(sample_ok, bool) else None,
+        "quality": text(gpu.get("utilization_sample_quality")),
+        "error": text(gpu.get("utilization_error")),
+        "memory_used_mb": memory_used,
+        "memory_total_mb": memory_total,
+        "memory_pct": share(memory_used, memory_total),
+        "temperature_c": number(gpu.get("temperature_c")),
+        "power_w": power,
+        "power_limit_w": power_limit,
+        "power_pct": share(power, power_limit),
+        "sm_clock_mhz": number(gpu.get("sm_clock_mhz")),
+        "mem_clock_mhz": number(gpu.get("mem_clock_mhz")),
+        "ecc_uncorrected": integer(gpu.get("ecc_uncorrected_volatile")),
+        "throttle_reasons": _words(gpu.get("throttle_reasons")),
+        "health": health,
+        "health_reasons": _words(gpu.get("health_reasons")) or [],
+        "unhealthy": health not in (None, "ok"),
+    }
+
+
+def host_view(raw_resource):
+    """Everything the instance page draws from one snapshot; empty parts for an empty snapshot."""
+    snapshot = _obj(raw_resource)
+    devices = _obj(snapshot.get("devices"))
+    hint = _obj(snapshot.get("capacity_hint"))
+    gpus = [gpu_view(gpu) for gpu in _rows(devices.get("gpu"))]
+    return {
+        "has_snapshot": bool(snapshot),
+        "hostname": text(snapshot.get("hostname")),
+        "agent_version": text(snapshot.get("agent_version")),
+        "timestamp_ms": integer(snapshot.get("timestamp_ms")),
+        "gpu_status": text(snapshot.get("gpu_status")),
+        "cpu": cpu_view(_obj(devices.get("cpu"))),
+        "memory": memory_view(_obj(devices.get("memory"))),
+        "network": [network_view(row) for row in _rows(devices.get("network"))],
+        "disks": [disk_view(row) for row in _rows(devices.get("disk"))],
+        "gpus": gpus,
+        "unhealthy_gpus": sum(1 for gpu in gpus if gpu["unhealthy"]),
+        "admission_reasons": _words(hint.get("admission_reasons")) or [],
+    }

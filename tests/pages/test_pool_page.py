@@ -1,0 +1,180 @@
+"""/pool/ and its fragments (SPEC 8): every instance with status, age, admission and bars; filters, search, sort, paging."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from proxy_app.history import record_pool
+from tests.factories import T0, make_gpu, make_snapshot
+from tests.pages.conftest import by_testid, one, text_of
+
+pytestmark = pytest.mark.django_db
+
+
+def row_ids(html):
+    return re.findall(r'<tr class="[^"]*" data-instance-id="([^"]+)"', html)
+
+
+def row_of(html, instance_id):
+    match = re.search(rf'<tr class="([^"]*)" data-instance-id="{re.escape(instance_id)}">(.*?)</tr>', html, re.S)
+    assert match, instance_id
+    return match.group(1), text_of(match.group(2))
+
+
+def test_it_shows_an_empty_pool_as_a_page_that_says_so(page, frozen):
+    html = page("/pool/")
+    assert "No instances yet" in one(html, "pool-empty")
+    assert one(html, "pool-alive") == "0"
+    assert one(html, "pool-admission-state") == "rejecting"  # no instance alive (SPEC 5)
+
+
+def test_it_lists_each_instance_with_status_age_admission_and_bars(page, frozen, gpu_host, cpu_host):
+    gpu_host("gpu-1", gpus=[make_gpu(0, avg=60.0, used=40000.0, total=80000.0)], cpu=42.0)
+    cpu_host("cpu-1", cpu=7.5, used_mb=6000.0, total_mb=8000.0, free_mb=2000.0, admission="degraded")
+    frozen.shift(12)
+    html = page("/pool/")
+    assert row_ids(html) == ["cpu-1", "gpu-1"]
+    _, gpu_row = row_of(html, "gpu-1")
+    assert gpu_row.startswith("alive gpu-1 10.0.0.1:8000 12 s ago accepting 42.0 % 25.0 % 60.0 % 50.0 %")
+    assert "1.0 Mbit/s / 2.0 Mbit/s" in gpu_row
+    _, cpu_row = row_of(html, "cpu-1")
+    assert "degraded 7.5 % 75.0 % no GPU –" in cpu_row
+    assert one(html, "pool-alive") == "2"
+
+
+def test_it_marks_a_stale_instance_and_its_old_figures(page, frozen, cpu_host):
+    cpu_host("old")
+    frozen.shift(45)
+    cpu_host("new")
+    html = page("/pool/")
+    classes, text = row_of(html, "old")
+    assert "is-stale" in classes and text.startswith("stale old")
+    assert "45 s ago" in text
+    assert 'class="col-bar is-stale-data"' in html.split('data-instance-id="old"')[1].split("</tr>")[0]
+    assert row_of(html, "new")[0] == ""
+    assert "1 stale" in html
+
+
+def test_it_shows_a_dash_for_what_an_instance_has_not_reported(page, frozen, register_instance, report):
+    register_instance("silent")
+    register_instance("partial")
+    report("partial", make_snapshot(cpu=None, network=[{"iface": "eth0", "rx_mbps": None, "tx_mbps": None}]))
+    html = page("/pool/")
+    assert "no resource report yet" in row_of(html, "silent")[1]
+    partial = row_of(html, "partial")[1]
+    assert "– 25.0 %" in partial and "– / –" in partial
+
+
+def test_it_never_prints_an_epoch_number_outside_the_raw_json(page, frozen, gpu_host):
+    gpu_host("gpu-1")
+    html = page("/pool/")
+    visible = text_of(re.sub(r'<pre class="json__text".*?</pre>', "", html.split("<main", 1)[1], flags=re.S))
+    assert "2026-01-01 00:00:00 UTC" in visible
+    assert not re.search(r"1767\d{6}", visible)
+
+
+@pytest.fixture
+def mixed_pool(frozen, cpu_host, register_instance, report):
+    """old: stale, 5 % CPU; busy: 90 %, degraded; calm: 30 % on host 10.0.0.9; silent: never reported."""
+    cpu_host("old", cpu=5.0)
+    frozen.shift(45)
+    cpu_host("busy", cpu=90.0, admission="degraded")
+    register_instance("calm", host="10.0.0.9")
+    report("calm", make_snapshot(cpu=30.0))
+    register_instance("silent")
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("", ["busy", "calm", "silent", "old"]),
+    ("status=stale", ["old"]),
+    ("status=alive", ["busy", "calm", "silent"]),
+    ("admission=degraded", ["busy"]),
+    ("admission=unknown", ["silent"]),
+    ("reporting=1", ["busy", "calm", "old"]),
+    ("q=BUS", ["busy"]),
+    ("q=10.0.0.9", ["calm"]),
+    ("q=nothing-like-this", []),
+    ("sort=cpu", ["busy", "calm", "old", "silent"]),
+    ("sort=cpu&desc=1", ["old", "calm", "busy", "silent"]),
+    ("sort=age", ["busy", "calm", "silent", "old"]),
+    ("sort=id&desc=1", ["silent", "old", "calm", "busy"]),
+    ("status=bogus&admission=x&sort=bogus&per_page=7&page=-3", ["busy", "calm", "silent", "old"]),
+])
+def test_it_filters_searches_and_sorts(page, mixed_pool, query, expected):
+    html = page(f"/pool/rows?{query}")
+    assert row_ids(html) == expected
+    if not expected:
+        assert one(html, "pool-empty") == "No instance matches these filters."
+
+
+def test_it_pages_through_a_large_pool(page, frozen, register_instance):
+    for i in range(30):
+        register_instance(f"i-{i:02d}")
+    first = page("/pool/?sort=id&per_page=25")
+    assert row_ids(first)[0] == "i-00" and len(row_ids(first)) == 25
+    assert "1–25 of 30" in text_of(first)
+    second = page("/pool/rows?sort=id&per_page=25&page=2")
+    assert row_ids(second) == [f"i-{i}" for i in range(25, 30)]
+    assert "26–30 of 30" in text_of(second) and "page 2 of 2" in text_of(second)
+    assert row_ids(page("/pool/rows?sort=id&per_page=25&page=99")) == row_ids(second)
+    # The next-page link keeps the filters and works without JavaScript too.
+    assert 'href="/pool/?sort=id&amp;page=2&amp;per_page=25"' in first
+    assert 'hx-get="/pool/rows?sort=id&amp;page=2&amp;per_page=25"' in first
+
+
+def test_it_shows_instances_as_cards_on_request(page, frozen, gpu_host):
+    gpu_host("gpu-1")
+    html = page("/pool/rows?view=cards")
+    assert 'class="card instance-card' in html and 'data-testid="pool-table"' not in html
+
+
+def test_it_puts_the_filters_in_the_address_bar_when_the_form_asks(staff, frozen):
+    asked = staff.get("/pool/rows?status=stale&q=x", headers={"HX-Request": "true", "HX-Trigger": "pool-filters"})
+    assert asked["HX-Push-Url"] == "/pool/?status=stale&q=x"
+    polled = staff.get("/pool/rows?status=stale", headers={"HX-Request": "true", "HX-Trigger": "pool-rows"})
+    assert "HX-Push-Url" not in polled
+
+
+def test_it_polls_the_rows_with_the_same_filters(page, frozen):
+    html = page("/pool/rows?status=stale&sort=cpu")
+    assert 'hx-get="/pool/rows?status=stale&amp;sort=cpu"' in html and 'hx-trigger="fw-refresh"' in html
+
+
+def test_it_renders_the_summary_fragment_alone(page, frozen, cpu_host):
+    cpu_host("cpu-1")
+    html = page("/pool/summary")
+    assert html.lstrip().startswith('<section id="pool-summary"')
+    assert one(html, "pool-alive") == "1" and one(html, "pool-admission-state") == "accepting"
+    assert "<html" not in html
+
+
+def test_it_answers_the_pool_series_as_chart_columns(staff, frozen, cpu_host):
+    cpu_host("cpu-1", cpu=20.0)
+    record_pool(T0)
+    frozen.shift(1)
+    record_pool(T0 + 1)
+    body = staff.get("/pool/series?range=15m").json()
+    assert body["range"] == "15m" and body["range_s"] == 900 and body["resolution_s"] == 1.0
+    assert body["t"] == [T0, T0 + 1] and body["cpu_avg"] == [20.0, 20.0]
+    assert body["memory_used_ratio"] == [25.0, 25.0]  # drawn as percent
+    assert body["gpu_util_avg"] == [None, None]  # a GPU-less pool: unknown, not 0
+    assert body["alive"] == [1, 1] and body["stale"] == [0, 0]
+    assert staff.get("/pool/series?range=bogus").json()["range"] == "15m"
+
+
+@pytest.mark.parametrize("path", ["/pool/", "/pool/rows", "/pool/summary", "/pool/rows?sort=cpu&status=alive&q=i"])
+def test_it_reads_the_same_number_of_queries_for_3_or_40_instances(staff, frozen, cpu_host, path):
+    def queries():
+        with CaptureQueriesContext(connection) as captured:
+            assert staff.get(path).status_code == 200
+        return len(captured)
+
+    for i in range(3):
+        cpu_host(f"i-{i}")
+    few = queries()
+    for i in range(3, 40):
+        cpu_host(f"i-{i}")
+    assert queries() == few
+    assert few <= 10  # session and user, the summary (3), status counts, the link, count and page
