@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from proxy_app import pages
+from proxy_app import agent_pages, pages
 from proxy_app.views import InstanceViewSet, PoolDebugViewSet
 
 router = SimpleRouter(trailing_slash=False)
@@ -21,4 +21,8 @@ urlpatterns += [
     path("pool/instances/<path:instance_id>/", pages.instance_page, name="pool-instance"),
     path("pool/instances/<path:instance_id>/live", pages.instance_live, name="pool-instance-live"),
     path("pool/instances/<path:instance_id>/series", pages.instance_series, name="pool-instance-series"),
+    path("agent/", agent_pages.agent_page, name="local-agent"),
+    path("agent/status", agent_pages.agent_status, name="local-agent-status"),
+    path("agent/start", agent_pages.agent_start, name="local-agent-start"),
+    path("agent/stop", agent_pages.agent_stop, name="local-agent-stop"),
 ]

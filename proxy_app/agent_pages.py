@@ -1,0 +1,80 @@
+"""``/agent/`` (SPEC 8): start, watch and stop an agent on this control plane's own host.
+
+Staff only, whatever ``FLEETWATCH_AUTH`` says: these views start and stop
+processes on the host. The POSTs are CSRF-protected by Django's middleware
+and answer with a redirect back to the page (post/redirect/get), the
+outcome in a message. The rules live in ``proxy_app.local_agent``.
+"""
+
+from django.conf import settings
+from django.contrib import messages
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from controlplane import clock
+from controlplane.pages import dashboard_page, render_page
+from proxy_app import pool
+from proxy_app.local_agent import DEFAULT_PORT, AgentControlError, LocalAgent, probe
+
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def this_server_url(request):
+    """Where a local agent reaches this Proxy: the address ``up`` advertises, else the one the browser used."""
+    if settings.FLEETWATCH_ADVERTISE_PORT:
+        return pool.advertised_url()
+    return f"{request.scheme}://{request.get_host()}"
+
+
+def _status_context(control):
+    status = control.status()
+    # An agent on the default address that this page did not start (``manage.py up`` runs one).
+    foreign = None
+    if status.state != "running" or status.agent.listen != DEFAULT_LISTEN:
+        foreign = probe(DEFAULT_LISTEN)
+    return {"status": status, "foreign": foreign, "default_listen": DEFAULT_LISTEN, "now": clock.now()}
+
+
+@dashboard_page(staff_always=True)
+def agent_page(request):
+    control = LocalAgent.from_settings()
+    context = _status_context(control)
+    status = context["status"]
+    return render_page(request, "agent/page.html", {
+        "nav": "agent",
+        **context,
+        "listen": status.agent.listen if status.state == "running" else control.suggested_listen(),
+        "proxy_url": this_server_url(request),
+    })
+
+
+@dashboard_page(staff_always=True)
+def agent_status(request):
+    """The status panel of ``/agent/``, polled."""
+    return render_page(request, "agent/_status.html", _status_context(LocalAgent.from_settings()))
+
+
+@dashboard_page(staff_always=True)
+@require_POST
+def agent_start(request):
+    try:
+        agent = LocalAgent.from_settings().start(request.POST.get("listen", ""), this_server_url(request))
+    except AgentControlError as error:
+        messages.error(request, f"Not started. {error}")
+    else:
+        messages.success(request, f"Agent started: pid {agent.pid}, listening on {agent.listen}, "
+                                  f"reporting to {agent.proxy_url}.")
+    return redirect("local-agent")
+
+
+@dashboard_page(staff_always=True)
+@require_POST
+def agent_stop(request):
+    try:
+        outcome = LocalAgent.from_settings().stop()
+    except AgentControlError as error:
+        messages.warning(request, str(error))
+    else:
+        how = "it ended after SIGTERM" if outcome == "stopped" else "it ignored SIGTERM and was killed"
+        messages.success(request, f"Agent stopped: {how}.")
+    return redirect("local-agent")
