@@ -40,7 +40,6 @@ SNAPSHOT_PATH = "/v1/instance/resource_snapshot"
 UNREGISTER_PATH = "/v1/instance/unregister"
 USER_AGENT = "fleetwatch-simulator"
 DEFAULT_HEARTBEAT_S = 10.0
-UNREGISTER_TIMEOUT_S = 5.0
 # asyncio may run a timer a hair before its time; a slot this close is due.
 DUE_SLACK_S = 0.001
 CAPABILITY_ERRORS = {"capability_fingerprint_mismatch", "capability_fingerprint_unknown"}
@@ -439,8 +438,7 @@ class FleetDriver:
         registered = [state for state in self.states if state.registered]
 
         async def unregister(state):
-            answer = await self._post("unregister", UNREGISTER_PATH, state.host.unregister_body(),
-                                      timeout_s=min(self.config.timeout_s, UNREGISTER_TIMEOUT_S))
+            answer = await self._post("unregister", UNREGISTER_PATH, state.host.unregister_body())
             if answer.ok:
                 self._set_registered(state, False)
 
@@ -448,12 +446,11 @@ class FleetDriver:
 
     # --- HTTP -------------------------------------------------------------------
 
-    async def _post(self, request, path, body, timeout_s=None) -> Answer:
+    async def _post(self, request, path, body) -> Answer:
         data = orjson.dumps(body)
-        options = {} if timeout_s is None else {"timeout": aiohttp.ClientTimeout(total=timeout_s)}
         started = time.perf_counter()
         try:
-            async with self._session.post(self._urls[path], data=data, **options) as response:
+            async with self._session.post(self._urls[path], data=data) as response:
                 raw = await response.read()
                 answer = classify_answer(request, response.status, raw)
         except TimeoutError:

@@ -153,13 +153,16 @@ def _mean(values):
 class SimulatedGpu:
     """One board of a host: utilisation window, temperature, memory and fault state."""
 
-    def __init__(self, index, kind: GpuKind, rng: Random, window_samples: int):
+    def __init__(self, index, kind: GpuKind, rng: Random, window_samples: int, kv_fraction: float):
         self.index = index
         self.kind = kind
         self.uuid = f"GPU-{uuid.UUID(int=rng.getrandbits(128))}"
         self.bias = rng.uniform(0.85, 1.12)
         self.temperature_offset = rng.uniform(-3.0, 4.0)
-        self.memory_offset_mb = rng.uniform(-150.0, 150.0)
+        # vLLM takes its share of GPU memory for the KV cache at start and keeps it.
+        self.memory_used_mb = min(round(kind.memory_total_mb * kv_fraction + rng.uniform(-150.0, 150.0), 1),
+                                  kind.memory_total_mb)
+        self.memory_free_mb = round(kind.memory_total_mb - self.memory_used_mb, 1)
         self.temperature = 35.0 + self.temperature_offset
         self.window = deque(maxlen=window_samples)  # utilisation readings, None where a read failed
         self.rounds_since_sample = None
@@ -187,43 +190,46 @@ class SimulatedGpu:
             return True
         return False
 
-    def row(self, rng: Random, load, kv_fraction, window_ms, interval_ms, snapshot_ms):
+    def row(self, rng: Random, load, window_ms, interval_ms, snapshot_ms):
         """This GPU's ``devices.gpu`` entry, field for field as ``agent.gpu`` writes it."""
-        # Uniform noise from random(): a tenth of gauss()'s cost, and this runs
-        # for every GPU of every report.
+        # This runs for every GPU of every report: uniform noise from
+        # random() (a tenth of gauss()'s cost) and builtins over the window.
         kind, fault = self.kind, self.fault
         if fault is GpuFault.LOST:
             return self._lost_row(window_ms)
-        utilization = _clamp(100.0 * load * self.bias + 8.0 * (rng.random() - 0.5), 0.0, 100.0)
+        utilization = min(100.0, max(0.0, 100.0 * load * self.bias + 8.0 * (rng.random() - 0.5)))
         if fault is GpuFault.HW_SLOWDOWN:
             utilization *= 0.6
         reading = None if fault is GpuFault.UTILIZATION_READ_FAILED else int(utilization + 0.5)
         window = self.window
         window.append(reading)
+        if None in window:
+            samples = [value for value in window if value is not None]
+        else:
+            samples = window
         if reading is not None:
             self.rounds_since_sample = 0
         elif self.rounds_since_sample is not None:
             self.rounds_since_sample += 1
-        samples = [value for value in window if value is not None]
-        if not samples:
-            self.rounds_since_sample = None
-        average = round(sum(samples) / len(samples), 1) if samples else None
+        if samples:
+            count = len(samples)
+            average, peak = round(sum(samples) / count, 1), float(max(samples))
+        else:
+            count, average, peak, self.rounds_since_sample = 0, None, None, None
         age = None if self.rounds_since_sample is None else self.rounds_since_sample * interval_ms
 
         self.temperature += 0.25 * (30.0 + 0.5 * utilization + self.temperature_offset - self.temperature)
         if fault is GpuFault.THERMAL:
             self.temperature = max(self.temperature, 86.0 + 6.0 * rng.random())
         temperature = int(self.temperature + 0.5)
-        span = kind.power_limit_w - kind.idle_power_w
-        power = min(round(kind.idle_power_w + span * utilization * (0.009 + 0.001 * rng.random()), 1),
-                    kind.power_limit_w)
+        limit = kind.power_limit_w
+        power = min(round(kind.idle_power_w + (limit - kind.idle_power_w) * utilization * (
+            0.009 + 0.001 * rng.random()), 1), limit)
         if utilization < 3.0:
             throttle, sm_clock = ["gpu_idle"], 210
         else:
-            throttle = ["sw_power_cap"] if power >= 0.97 * kind.power_limit_w else []
+            throttle = ["sw_power_cap"] if power >= 0.97 * limit else []
             sm_clock = kind.max_sm_clock_mhz - int(30 * rng.random())
-        memory_used = min(round(kind.memory_total_mb * kv_fraction + self.memory_offset_mb + 20.0 * rng.random(), 1),
-                          kind.memory_total_mb)
         if fault is None:
             health, reasons = HEALTH_OK, []  # nothing a healthy board reports trips gpu_health
         else:
@@ -233,29 +239,30 @@ class SimulatedGpu:
                 throttle, sm_clock = throttle + ["hw_slowdown"], int(sm_clock * 0.5)
             failed_reads = [("utilization", "Unknown")] if reading is None else []
             health, reasons = gpu_health(None, failed_reads, temperature, self.ecc_errors, throttle)
+        ok = reading is not None
         return {
             "index": self.index,
             "uuid": self.uuid,
             "name": kind.name,
             "utilization_pct": average,
-            "utilization_pct_current": None if reading is None else float(reading),
+            "utilization_pct_current": float(reading) if ok else None,
             "utilization_pct_avg": average,
-            "utilization_pct_max": float(max(samples)) if samples else None,
-            "utilization_sample_count": len(samples),
+            "utilization_pct_max": peak,
+            "utilization_sample_count": count,
             "utilization_window_ms": window_ms,
-            "utilization_sample_ok": reading is not None,
-            "utilization_sample_quality": "ok" if reading is not None else "error",
+            "utilization_sample_ok": ok,
+            "utilization_sample_quality": "ok" if ok else "error",
             "utilization_sample_timestamp_ms": None if age is None else snapshot_ms - age,
             "utilization_sample_age_ms": age,
-            "utilization_raw_value": None if reading is None else str(reading),
-            "utilization_error": None if reading is not None else "Unknown",
+            "utilization_raw_value": str(reading) if ok else None,
+            "utilization_error": None if ok else "Unknown",
             "utilization_source": "nvml",
-            "memory_used_mb": memory_used,
+            "memory_used_mb": self.memory_used_mb,
             "memory_total_mb": kind.memory_total_mb,
-            "memory_free_mb": round(kind.memory_total_mb - memory_used, 1),
+            "memory_free_mb": self.memory_free_mb,
             "temperature_c": temperature,
             "power_w": power,
-            "power_limit_w": kind.power_limit_w,
+            "power_limit_w": limit,
             "sm_clock_mhz": sm_clock,
             "mem_clock_mhz": kind.mem_clock_mhz,
             "ecc_uncorrected_volatile": self.ecc_errors,
@@ -334,7 +341,7 @@ class SimulatedHost:
         self.tx_bytes = [rng.randint(10**9, 10**13) for _ in self._interfaces()]
         samples = _clamp(round(GPU_WINDOW_MS / interval_ms), 1, MAX_WINDOW_SAMPLES)
         self.window_ms = samples * interval_ms
-        self.gpus = [SimulatedGpu(i, shape.gpu, rng, samples) for i in range(shape.gpu_count)]
+        self.gpus = [SimulatedGpu(i, shape.gpu, rng, samples, self.kv_fraction) for i in range(shape.gpu_count)]
         for gpu in self.gpus:  # start in the long-run state, not all healthy
             if rng.random() < profile.unhealthy_gpu_share:
                 gpu.step_fault(rng, 1.0, 0.0)
@@ -461,8 +468,7 @@ class SimulatedHost:
             if gpu.step_fault(rng, self._fall_ill, self._recover):
                 self.gpu_faults += 1
         timestamp_ms = wall_ms - self.sample_lag_ms
-        gpus = [gpu.row(rng, self.load, self.kv_fraction, self.window_ms, self.interval_ms, timestamp_ms)
-                for gpu in self.gpus]
+        gpus = [gpu.row(rng, self.load, self.window_ms, self.interval_ms, timestamp_ms) for gpu in self.gpus]
         cpu = self._cpu()
         memory = self._memory()
         devices = {"cpu": cpu, "memory": memory, "network": self._network(), "disk": self._disk(), "gpu": gpus}
