@@ -141,11 +141,14 @@ def summary_table(summary: dict):
     rate = summary["rate"]
     achieved = rate["achieved_per_s"]
     lines = Text.assemble(
-        f"{summary['instances']} instances every {summary['interval_ms']} ms for {summary['elapsed_s']:.1f} s, "
-        f"{summary['processes']} process(es), against {summary['proxy_url']}\n",
+        f"{summary['instances']} instances every {summary['interval_ms']} ms for {summary['elapsed_s']:.1f} s "
+        f"(started over {summary['ramp_s']:g} s), {summary['processes']} process(es) × "
+        f"{summary['connections_per_process']} connections, against {summary['proxy_url']}\n",
         f"snapshots: target {rate['target_per_s']:.1f}/s, due {_ms(rate['due_per_s'])}/s, "
         f"sent {_ms(rate['sent_per_s'])}/s, acknowledged {_ms(achieved)}/s"
-        + ("" if rate["achieved_ratio"] is None else f" ({100.0 * rate['achieved_ratio']:.1f} % of target)")
+        + ("" if rate["achieved_ratio"] is None else f" ({100.0 * rate['achieved_ratio']:.1f} % of target")
+        + ("" if rate["acknowledged_of_due"] is None else f", {100.0 * rate['acknowledged_of_due']:.1f} % of due")
+        + ("" if rate["achieved_ratio"] is None else ")")
         + f"; schedule lag p99 {_ms(summary['schedule_lag_ms']['p99'])} ms\n",
         ("errors: " + (_counts(summary["errors_by_kind"]) if summary["errors"] else "none"),
          "bold red" if summary["errors"] else "green"),

@@ -31,7 +31,7 @@ import yarl
 
 from agent.reporter import Backoff
 from proxy_app.simulator import stats as outcomes
-from proxy_app.simulator.model import FleetProfile, Round, build_fleet, slot_offset_ms
+from proxy_app.simulator.model import FleetProfile, Round, build_fleet, first_slot_ms, ramp_rounds
 from proxy_app.simulator.stats import FleetStats
 
 REGISTER_PATH = "/v1/instance/register"
@@ -43,6 +43,8 @@ DEFAULT_HEARTBEAT_S = 10.0
 # asyncio may run a timer a hair before its time; a slot this close is due.
 DUE_SLACK_S = 0.001
 CAPABILITY_ERRORS = {"capability_fingerprint_mismatch", "capability_fingerprint_unknown"}
+# Registrations a second while the fleet starts, unless --ramp-s says otherwise.
+DEFAULT_REGISTRATIONS_PER_S = 200.0
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,16 @@ class RunConfig:
     connections: int = 64  # per process
     timeout_s: float = 10.0
     unregister: bool = True
+    ramp_s: float | None = None  # start the fleet over this long (None: at DEFAULT_REGISTRATIONS_PER_S)
 
     def indices(self, process=0):
         """The instances process ``process`` of ``processes`` drives: every processes-th one, interleaved."""
         return range(process, self.instances, self.processes)
+
+    @property
+    def ramp_rounds(self):
+        ramp_s = self.instances / DEFAULT_REGISTRATIONS_PER_S if self.ramp_s is None else self.ramp_s
+        return ramp_rounds(ramp_s, self.interval_ms)
 
 
 @dataclass
@@ -178,7 +186,11 @@ class FleetDriver:
         if self.config.token:
             headers["Authorization"] = f"Bearer {self.config.token}"
         connector = aiohttp.TCPConnector(limit=self.config.connections, ttl_dns_cache=300)
-        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
+        # The timeout is the Proxy's: connecting and awaiting its answer, not
+        # waiting for a free connection of our own pool (registering and
+        # unregistering a large fleet queue there).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.timeout_s,
+                                        sock_read=self.config.timeout_s)
         # The fleet lives as long as the run: out of the collector's way, it
         # stops costing a full collection a tenth of the client's time.
         gc.collect()
@@ -190,9 +202,10 @@ class FleetDriver:
             self._t0 = loop.time() + delay
             if self.config.duration_s is not None:
                 self._end_at = self._t0 + self.config.duration_s
+            ramp = self.config.ramp_rounds
             for state in self.states:
-                state.next_report_at = self._t0 + slot_offset_ms(
-                    state.host.index, self.config.instances, self.config.interval_ms) / 1000.0
+                state.next_report_at = self._t0 + first_slot_ms(
+                    state.host.index, self.config.instances, self.config.interval_ms, ramp) / 1000.0
                 self._schedule(state, state.next_report_at)
             if not self.states:
                 self._done.set()
@@ -218,9 +231,11 @@ class FleetDriver:
 
     def _planned_s(self):
         """How long the run reports, when it has an end (duration or rounds); None otherwise."""
-        limits = [limit for limit in (self.config.duration_s,
-                                      None if self.config.rounds is None else self.config.rounds * self.interval_s)
-                  if limit is not None]
+        limits = []
+        if self.config.duration_s is not None:
+            limits.append(self.config.duration_s)
+        if self.config.rounds is not None:  # the last hosts to start report their last slot then
+            limits.append((self.config.rounds + self.config.ramp_rounds - 1) * self.interval_s)
         return min(limits) if limits else None
 
     def _elapsed(self, final=False):

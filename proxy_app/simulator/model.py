@@ -124,6 +124,22 @@ def slot_offset_ms(index, instances, interval_ms):
     return interval_ms * index / instances
 
 
+def ramp_rounds(ramp_s, interval_ms):
+    """Over how many intervals the fleet starts (at least one)."""
+    return max(1, math.ceil(ramp_s * 1000.0 / interval_ms))
+
+
+def first_slot_ms(index, instances, interval_ms, rounds_of_ramp=1):
+    """When host ``index`` first reports (and so registers), from the run's start.
+
+    Every ``rounds_of_ramp``-th host starts in the same interval, so each
+    interval of the ramp registers an even share of the fleet, itself spread
+    evenly over the interval; a Proxy is not hit by the whole fleet's
+    registrations in its first second.
+    """
+    return slot_offset_ms(index, instances, interval_ms) + (index % rounds_of_ramp) * interval_ms
+
+
 class Round(enum.Enum):
     REPORT = "report"
     SILENT = "silent"
@@ -364,7 +380,8 @@ class SimulatedHost:
 
     def _interfaces(self):
         shape = self.shape
-        return [("eth0", shape.nic_speed_mbps)] + ([("ib0", shape.fabric_speed_mbps)] if shape.fabric_speed_mbps else [])
+        fabric = [("ib0", shape.fabric_speed_mbps)] if shape.fabric_speed_mbps else []
+        return [("eth0", shape.nic_speed_mbps), *fabric]
 
     def _draw_sample_lag(self):
         # The agent samples and reports on separate 1 s timers: the snapshot a

@@ -172,20 +172,32 @@ class FleetStats:
         return total
 
 
-def summary(stats: FleetStats, *, instances, interval_ms, processes, proxy_url, seed):
-    """The run's summary as plain JSON values (what ``--json`` writes and the table shows)."""
+def summary(stats: FleetStats, config):
+    """The run's summary as plain JSON values (what ``--json`` writes and the table shows).
+
+    ``config`` is the run's ``RunConfig``. The target rate is the whole fleet
+    reporting every interval; ``due`` counts the slots that came up, which a
+    ramped start, stale spells and a stop cut short.
+    """
     elapsed = stats.elapsed_s
-    target = instances * 1000.0 / interval_ms
+    target = config.instances * 1000.0 / config.interval_ms
     snapshots_sent = stats.sent("snapshot")
-    due = sum(stats.events[name] for name in ("report_slots", "skipped_slots", "backoff_slots", "shed_slots"))
     snapshots_acked = stats.acknowledged("snapshot")
+    due = sum(stats.events[name] for name in ("report_slots", "skipped_slots", "backoff_slots", "shed_slots"))
+    reporting = due - stats.events["silent_slots"]
     errors = stats.errors()
+
+    def per_s(count):
+        return round(count / elapsed, 2) if elapsed else None
+
     return {
-        "proxy_url": proxy_url,
-        "instances": instances,
-        "interval_ms": interval_ms,
-        "processes": processes,
-        "seed": seed,
+        "proxy_url": config.proxy_url,
+        "instances": config.instances,
+        "interval_ms": config.interval_ms,
+        "processes": config.processes,
+        "connections_per_process": config.connections,
+        "ramp_s": config.ramp_rounds * config.interval_ms / 1000.0,
+        "seed": config.seed,
         "elapsed_s": round(elapsed, 3),
         "sent": stats.sent(),
         "acknowledged": stats.acknowledged(),
@@ -203,11 +215,12 @@ def summary(stats: FleetStats, *, instances, interval_ms, processes, proxy_url, 
         },
         "rate": {
             "target_per_s": round(target, 2),
-            # Report slots that came up, reported or not (silent hosts, overrun or backoff).
-            "due_per_s": round(due / elapsed, 2) if elapsed else None,
-            "sent_per_s": round(snapshots_sent / elapsed, 2) if elapsed else None,
-            "achieved_per_s": round(snapshots_acked / elapsed, 2) if elapsed else None,
+            "due_per_s": per_s(due),
+            "sent_per_s": per_s(snapshots_sent),
+            "achieved_per_s": per_s(snapshots_acked),
             "achieved_ratio": round(snapshots_acked / elapsed / target, 4) if elapsed and target else None,
+            # Of the slots where a host meant to report (not silent): how many were acknowledged.
+            "acknowledged_of_due": round(snapshots_acked / reporting, 4) if reporting > 0 else None,
         },
         "schedule_lag_ms": stats.lag.summary_ms(),
         "events": dict(sorted(stats.events.items())),

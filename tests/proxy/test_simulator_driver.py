@@ -138,6 +138,15 @@ def test_it_registers_reports_each_slot_and_unregisters_at_the_end():
     assert stats.registered == 0 and stats.finished
 
 
+def test_a_ramped_start_still_gives_every_instance_its_slots():
+    proxy = FakeProxy()
+    stats = simulate(proxy, instances=6, rounds=3, ramp_s=0.06).stats  # over three intervals
+
+    assert len(proxy.sent("register")) == 6
+    assert slots_accounted(stats) == 6 * 3
+    assert stats.errors() == {}
+
+
 def test_it_sends_the_body_the_proxy_stores():
     proxy = FakeProxy()
     simulate(proxy, instances=1, rounds=2, unregister=False)

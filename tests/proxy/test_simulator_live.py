@@ -120,8 +120,8 @@ def closed_port():
 def test_it_fails_with_the_errors_by_kind_when_the_proxy_is_unreachable(tmp_path):
     path = tmp_path / "summary.json"
     with pytest.raises(CommandError, match="connection_error"):
-        call_command("simulate_fleet", "--proxy-url", f"http://127.0.0.1:{closed_port()}", "--instances", "2", "--interval-ms",
-                     "50", "--rounds", "2", "--no-progress", "--json", str(path), stdout=io.StringIO())
+        call_command("simulate_fleet", "--proxy-url", f"http://127.0.0.1:{closed_port()}", "--instances", "2",
+                     "--interval-ms", "50", "--rounds", "2", "--no-progress", "--json", str(path), stdout=io.StringIO())
     summary = json.loads(path.read_text())
     assert summary["acknowledged"] == 0
     assert set(summary["errors_by_kind"]) == {"connection_error"}

@@ -13,7 +13,16 @@ from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
 from proxy_app.capabilities import fingerprint, parse_capabilities
 from proxy_app.normalise import normalise_snapshot
-from proxy_app.simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round, slot_offset_ms
+from proxy_app.simulator.model import (
+    FleetProfile,
+    Round,
+    SimulatedHost,
+    build_fleet,
+    first_slot_ms,
+    per_round,
+    ramp_rounds,
+    slot_offset_ms,
+)
 from tests.agent.conftest import FakeClock, FakeSource
 from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 from tests.factories import T0, T0_MS
@@ -290,6 +299,19 @@ def test_it_registers_with_the_proxys_fields():
 def test_it_spreads_report_slots_evenly_over_the_interval():
     assert [slot_offset_ms(i, 4, 1000) for i in range(4)] == [0, 250, 500, 750]
     assert slot_offset_ms(1999, 2000, 1000) == pytest.approx(999.5)
+
+
+def test_it_starts_a_large_fleet_over_a_ramp_an_even_share_each_interval():
+    rounds = ramp_rounds(2.5, 1000)
+    starts = [first_slot_ms(i, 12, 1000, rounds) for i in range(12)]
+    by_interval = [sorted(start % 1000 for start in starts if start // 1000 == k) for k in range(rounds)]
+
+    assert rounds == 3
+    assert [len(share) for share in by_interval] == [4, 4, 4]
+    # Each interval's starters are spread over the whole interval, not bunched at its start.
+    assert all(share[-1] - share[0] >= 500 for share in by_interval)
+    assert [first_slot_ms(i, 12, 1000) for i in range(3)] == [slot_offset_ms(i, 12, 1000) for i in range(3)]
+    assert ramp_rounds(0, 1000) == 1
 
 
 def test_its_instance_ids_are_as_wide_as_the_fleet_needs():

@@ -2,6 +2,7 @@
 
 import pytest
 
+from proxy_app.simulator.driver import RunConfig
 from proxy_app.simulator.stats import FleetStats, LatencyHistogram, summary
 
 
@@ -72,19 +73,19 @@ def test_its_summary_compares_the_achieved_rate_with_the_target():
     stats.note("shed_slots", 49)
     stats.elapsed_s = 10.0
 
-    result = summary(stats, instances=100, interval_ms=1000, processes=1, proxy_url="http://p", seed=0)
+    result = summary(stats, RunConfig(proxy_url="http://p", instances=100, interval_ms=1000))
 
     assert result["sent"] == 952 and result["acknowledged"] == 951
     assert result["errors"] == 1 and result["errors_by_kind"] == {"http_502": 1}
     assert result["requests"]["snapshot"] == {"sent": 951, "acknowledged": 950, "errors": 1,
                                               "latency_ms": result["requests"]["snapshot"]["latency_ms"]}
     assert result["rate"] == {"target_per_s": 100.0, "due_per_s": 100.0, "sent_per_s": 95.1,
-                              "achieved_per_s": 95.0, "achieved_ratio": 0.95}
+                              "achieved_per_s": 95.0, "achieved_ratio": 0.95, "acknowledged_of_due": 0.95}
     assert result["latency_ms"]["p50"] == pytest.approx(10.0, rel=0.02)
     assert result["events"] == {"report_slots": 951, "shed_slots": 49}
 
 
 def test_a_run_that_never_started_has_no_rates():
-    result = summary(FleetStats(), instances=10, interval_ms=1000, processes=1, proxy_url="http://p", seed=0)
+    result = summary(FleetStats(), RunConfig(proxy_url="http://p", instances=10, interval_ms=1000))
     assert result["rate"]["achieved_per_s"] is None
     assert result["latency_ms"] == {"p50": None, "p90": None, "p99": None, "max": None}

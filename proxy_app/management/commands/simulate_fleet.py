@@ -61,6 +61,9 @@ class Command(BaseCommand):
                          help="Report for S seconds, then unregister and stop (default: until Ctrl-C).")
         run.add_argument("--rounds", type=_positive_int, default=None,
                          help="Stop after this many report slots per instance.")
+        run.add_argument("--ramp-s", type=float, default=None, metavar="S",
+                         help="Start the fleet over S seconds: an even share registers each interval "
+                              "(default: 200 registrations a second; 0 starts every instance in the first interval).")
         run.add_argument("--processes", type=_positive_int, default=1,
                          help="Split the fleet over this many processes (default 1).")
         run.add_argument("--connections", type=_positive_int, default=64,
@@ -92,8 +95,7 @@ class Command(BaseCommand):
         view = ProgressView(config, enabled=not options["no_progress"])
         with view:
             stats = run_fleet(config, on_progress=view.update)
-        result = summary(stats, instances=config.instances, interval_ms=config.interval_ms,
-                         processes=config.processes, proxy_url=config.proxy_url, seed=config.seed)
+        result = summary(stats, config)
         console = Console(force_terminal=self.stdout.isatty(), width=120)
         with console.capture() as capture:
             console.print(summary_table(result))
@@ -108,6 +110,8 @@ class Command(BaseCommand):
             raise CommandError("--processes cannot exceed --instances")
         if options["timeout_s"] <= 0 or (options["duration"] is not None and options["duration"] <= 0):
             raise CommandError("--timeout-s and --duration must be positive")
+        if options["ramp_s"] is not None and options["ramp_s"] < 0:
+            raise CommandError("--ramp-s cannot be negative")
         profile = FleetProfile(
             gpu_counts=options["gpus"],
             unhealthy_gpu_share=options["unhealthy_gpus"],
@@ -129,4 +133,5 @@ class Command(BaseCommand):
             connections=options["connections"],
             timeout_s=options["timeout_s"],
             unregister=not options["no_unregister"],
+            ramp_s=options["ramp_s"],
         )
