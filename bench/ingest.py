@@ -4,7 +4,8 @@
 Runs the real deployment (gunicorn sync workers, persistent DB connections)
 on a fresh database, drives it with wrk at concurrency 16 from this machine,
 and prints throughput, p50/p99 latency and the ingest/bare ratio measured in
-the same run. Then seeds 10,000 instances with resources and times
+the same run, and ingest again with the series recorder running beside it
+(the cost of SPEC 9's history on the ingest path). Then seeds 10,000 instances with resources and times
 GET /debug/pool_resource.
 
     .venv/bin/python bench/ingest.py [--seconds 10] [--rounds 3] [--workers 4] [--database-url URL]
@@ -13,6 +14,7 @@ Needs wrk (Debian: apt-get install wrk).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 CONCURRENCY = 16
 TARGET_RATIO = 1 / 3
 POOL_TARGET_MS = 50.0
+RECORDER_SLOWDOWN = 0.10
 
 WRK_SCRIPT = r"""
 local per_thread = __PER_THREAD__
@@ -135,6 +138,18 @@ def wait_for_server(url, process, timeout_s=60):
     raise SystemExit("gunicorn did not start")
 
 
+@contextlib.contextmanager
+def recorder(env):
+    """The series recorder (``manage.py run_recorder``) running for the length of the block."""
+    process = subprocess.Popen([sys.executable, "manage.py", "run_recorder"], env=env, cwd=ROOT)
+    time.sleep(3)  # Django's start-up is not part of what is measured
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
 def seed_pool(env, count):
     """Insert ``count`` reporting instances straight through the ORM."""
     code = f"""
@@ -218,26 +233,33 @@ def main():
               f"concurrency {CONCURRENCY}; {args.seconds} s per run; database {env['DATABASE_URL'].split(':')[0]}")
 
         run_wrk(url, "GET", "/bench/bare", "", 2, per_thread)  # warm-up
-        # Bare and ingest runs alternate, so a noisy neighbour hits both alike;
-        # the verdict uses the median ratio of the rounds.
-        ratios = []
+        # Bare, ingest and ingest with the series recorder running alternate,
+        # so a noisy neighbour hits all alike; verdicts use the median ratios.
+        ratios, recorder_ratios = [], []
         for round_no in range(1, args.rounds + 1):
             bare = run_wrk(url, "GET", "/bench/bare", "", args.seconds, per_thread)
             ingest = run_wrk(url, "POST", "/v1/instance/resource_snapshot", body, args.seconds, per_thread)
-            ratio = ingest["rps"] / bare["rps"]
-            ratios.append(ratio)
+            with recorder(env):
+                recorded = run_wrk(url, "POST", "/v1/instance/resource_snapshot", body, args.seconds, per_thread)
+            ratios.append(ingest["rps"] / bare["rps"])
+            recorder_ratios.append(recorded["rps"] / ingest["rps"])
             print(f"round {round_no}")
-            for name, result in (("bare view", bare), ("snapshot ingest", ingest)):
-                print(f"  {name:16s} {result['rps']:8.0f} req/s   p50 {result['p50_us'] / 1000:6.2f} ms   "
+            for name, result in (("bare view", bare), ("snapshot ingest", ingest), ("ingest + recorder", recorded)):
+                print(f"  {name:18s} {result['rps']:8.0f} req/s   p50 {result['p50_us'] / 1000:6.2f} ms   "
                       f"p99 {result['p99_us'] / 1000:6.2f} ms   non-2xx {result['non_2xx']}   "
                       f"socket errors {result['socket_errors']}")
-            print(f"  ingest / bare throughput ratio: {ratio:.2f}")
-            if ingest["non_2xx"]:
+            print(f"  ingest / bare throughput ratio: {ratios[-1]:.2f}; "
+                  f"with the recorder / without: {recorder_ratios[-1]:.2f}")
+            if ingest["non_2xx"] or recorded["non_2xx"]:
                 raise SystemExit("ingest answered non-2xx: the benchmark is invalid")
         median = statistics.median(ratios)
         verdict = "PASS" if median >= TARGET_RATIO else "FAIL"
         print(f"median ingest / bare ratio over {args.rounds} rounds: {median:.2f} "
               f"(target ≥ {TARGET_RATIO:.2f}) {verdict}")
+        slowdown = 1 - statistics.median(recorder_ratios)
+        verdict = "PASS" if slowdown <= RECORDER_SLOWDOWN else "FAIL"
+        print(f"median ingest slowdown with the series recorder running: {slowdown:.1%} "
+              f"(target ≤ {RECORDER_SLOWDOWN:.0%}) {verdict}")
 
         seed_pool(env, args.pool_size)
         median_ms, worst_ms, instances = time_pool_resource(url)

@@ -69,8 +69,31 @@ def server_error(request=None):
     return error_response(500, "internal_error")
 
 
+def unauthorized():
+    """401 of SPEC 10: no token, or one that is malformed, unknown or revoked."""
+    return error_response(401, "unauthorized", headers={"WWW-Authenticate": "Bearer"})
+
+
+def forbidden():
+    """403 of SPEC 10: a valid token of the wrong scope, or for another instance."""
+    return error_response(403, "forbidden")
+
+
+def rate_limited(retry_after_s):
+    return error_response(
+        429, "rate_limited", {"body": [f"Too many writes; retry in {retry_after_s} s."]},
+        headers={"Retry-After": str(retry_after_s)},
+    )
+
+
 def envelope_exception_handler(exc, context):
     """DRF's exception handler: every API exception as ``{"ok": false, "error", "detail"}``."""
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        return unauthorized()
+    if isinstance(exc, exceptions.PermissionDenied):
+        return forbidden()
+    if isinstance(exc, exceptions.Throttled):
+        return rate_limited(int(exc.wait or 1))
     if isinstance(exc, RequestDataTooBig):
         return payload_too_large()
     if isinstance(exc, exceptions.ParseError):

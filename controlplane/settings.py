@@ -24,7 +24,13 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["*"])
 
 # --- roles and control-plane behaviour -------------------------------------
 FLEETWATCH_ROLES = env_list("FLEETWATCH_ROLES", ["proxy", "scheduler"])
-FLEETWATCH_AUTH = env_bool("FLEETWATCH_AUTH", False)
+# Token auth (SPEC 10): on unless set off. Writes without a token are also
+# let in from these networks (CIDRs), for old clients that send none.
+FLEETWATCH_AUTH = env_bool("FLEETWATCH_AUTH", True)
+FLEETWATCH_TRUSTED_NETWORKS = env_list("FLEETWATCH_TRUSTED_NETWORKS", [])
+# Writes per token and instance id per window; 0 switches the limit off.
+FLEETWATCH_RATE_LIMIT = env_int("FLEETWATCH_RATE_LIMIT", 300)
+FLEETWATCH_RATE_WINDOW_S = env_int("FLEETWATCH_RATE_WINDOW_S", 60)
 FLEETWATCH_MAX_BODY_BYTES = env_int("FLEETWATCH_MAX_BODY_BYTES", 256 * 1024)
 
 FLEETWATCH_INSTANCE_TTL_S = env_int("FLEETWATCH_INSTANCE_TTL_S", 30)
@@ -42,6 +48,8 @@ FLEETWATCH_SERIES_INTERVAL_S = env_float("FLEETWATCH_SERIES_INTERVAL_S", 1.0)
 
 FLEETWATCH_PROXY_ID = env_str("FLEETWATCH_PROXY_ID", "")
 FLEETWATCH_SCHEDULER_URL = env_str("FLEETWATCH_SCHEDULER_URL", "")
+# The proxy-scope token the link presents to the Scheduler (`up` makes one itself).
+FLEETWATCH_SCHEDULER_TOKEN = env_str("FLEETWATCH_SCHEDULER_TOKEN", "")
 # The address this Proxy registers with the Scheduler. Empty/0: the address
 # `manage.py up` listens on (127.0.0.1:8000 outside `up`).
 FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
@@ -125,7 +133,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["controlplane.renderers.ORJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "controlplane.errors.envelope_exception_handler",
     "UNAUTHENTICATED_USER": None,
@@ -149,6 +157,17 @@ Q_CLUSTER = {
 if env_str("FLEETWATCH_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = env_str("FLEETWATCH_REDIS_URL")
+
+# The rate limiter's shared counters (controlplane/ratelimit.py): Redis when
+# configured, else files every web process of this host shares.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("FLEETWATCH_REDIS_URL")}
+        if env_str("FLEETWATCH_REDIS_URL") else
+        {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "ratelimit")}
+    ),
+}
 
 LOGGING = {
     "version": 1,

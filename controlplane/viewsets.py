@@ -11,6 +11,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
 from controlplane import clock
+from controlplane.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication, WriteRateThrottle
 from controlplane.env import parse_bool
 from controlplane.history import RANGES
 from controlplane.models import NAME_LENGTH
@@ -85,14 +86,24 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
 
 
 class ControlPlaneViewSet(viewsets.ViewSet):
-    """Base of every API endpoint: JSON in and out, the SPEC error envelope.
+    """Base of every API endpoint: JSON in and out, the SPEC error envelope, one access policy.
 
-    Authentication and permissions live here so token auth is added once.
+    A subclass names the token scope its writes need (``write_scope``);
+    reads need any valid token or a staff session (``controlplane.auth``).
     """
 
-    authentication_classes = []
-    permission_classes = []
+    authentication_classes = [BearerTokenAuthentication, StaffSessionAuthentication]
+    permission_classes = [ScopedAccess]
+    throttle_classes = [WriteRateThrottle]
     content_negotiation_class = JSONOnlyNegotiation
+    write_scope = None
+
+    def initial(self, request, *args, **kwargs):
+        # A method the endpoint does not serve is a 405 whoever asks: checked
+        # before authentication, so it never reads as a 401 or 403.
+        if getattr(self, request.method.lower(), None) is None:
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
 
     def rows_response(self, queryset, row):
         """A list endpoint's answer: the bare array SPEC asks for, or with

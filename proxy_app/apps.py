@@ -2,6 +2,7 @@ import logging
 import sys
 
 from django.apps import AppConfig
+from django.conf import settings
 
 from controlplane.supervisor import ProcessSpec
 from controlplane.tasks import PeriodicTask
@@ -27,7 +28,11 @@ class ProxyAppConfig(AppConfig):
         # The series writer: a second is finer than django-q2 schedules go.
         processes = [ProcessSpec("recorder", [*up.manage, "run_recorder"])]
         if default_scheduler_url():
-            processes.append(ProcessSpec("link", [*up.manage, "run_link"]))
+            env = {}
+            if not settings.FLEETWATCH_SCHEDULER_URL and not settings.FLEETWATCH_SCHEDULER_TOKEN:
+                # The link reports to this very process (both roles): up can issue its token.
+                env["FLEETWATCH_SCHEDULER_TOKEN"] = up.token("up-link", "proxy") or ""
+            processes.append(ProcessSpec("link", [*up.manage, "run_link"], env=env))
         else:
             log.warning("no FLEETWATCH_SCHEDULER_URL and no scheduler role here: this proxy reports to no scheduler")
         if up.start_agent:
@@ -35,6 +40,7 @@ class ProxyAppConfig(AppConfig):
             # the control plane keeps running without it.
             processes.append(ProcessSpec(
                 "agent", [sys.executable, "-m", "agent", "--proxy-url", up.base_url, "--listen", up.agent_listen],
+                env={"FLEETWATCH_AGENT_TOKEN": up.token("up-local-agent", "instance") or ""},
                 essential=False,
             ))
         return processes

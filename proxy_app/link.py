@@ -48,6 +48,8 @@ class ProxyLink:
     def __init__(self, scheduler_url, *, session=None, rand=random.random, timeout=REQUEST_TIMEOUT_S):
         self.scheduler_url = scheduler_url.rstrip("/")
         self.session = session or requests.Session()
+        if settings.FLEETWATCH_SCHEDULER_TOKEN:
+            self.session.headers["Authorization"] = f"Bearer {settings.FLEETWATCH_SCHEDULER_TOKEN}"
         self.rand = rand
         self.timeout = timeout
         self.proxy_id = pool.proxy_id()

@@ -29,6 +29,8 @@ SAMPLE_IDS = 10
 class InstanceViewSet(ControlPlaneViewSet):
     """Instances register, heartbeat, report snapshots and leave."""
 
+    write_scope = "instance"
+
     @action(detail=False, methods=["post"])
     def register(self, request):
         data = self.validated(RegisterSerializer)

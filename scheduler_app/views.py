@@ -23,6 +23,8 @@ def proxies_in_view(request, include_dead_default, now):
 class ProxyViewSet(ControlPlaneViewSet):
     """Proxies register, heartbeat with their pool summary, and leave."""
 
+    write_scope = "proxy"
+
     @action(detail=False, methods=["post"])
     def register(self, request):
         data = self.validated(RegisterSerializer)

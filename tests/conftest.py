@@ -15,22 +15,74 @@ from tests.factories import T0
 
 
 class JsonClient:
-    """Django's test client speaking JSON both ways."""
+    """Django's test client speaking JSON both ways, as a client with the right token.
 
-    def __init__(self, client):
+    Auth is on in the tests as it is by default: each request carries a
+    token of the scope its endpoint needs (``read`` for GETs, ``proxy`` for
+    the Scheduler's writes, ``instance`` for the Proxy's), issued on first
+    use. ``as_anonymous()`` sends none; an explicit ``HTTP_AUTHORIZATION``
+    wins.
+    """
+
+    def __init__(self, client, with_tokens=True):
         self.client = client
+        self.with_tokens = with_tokens
+        self.tokens = {}
+
+    def as_anonymous(self):
+        return JsonClient(self.client, with_tokens=False)
+
+    def token(self, scope):
+        from controlplane.auth import verify_token
+        from controlplane.models import ApiToken
+
+        if scope not in self.tokens:
+            self.tokens[scope] = ApiToken.objects.issue(f"tests-{scope}", scope)[1]
+            # Verified once now, as a server that already saw it: query counts of the
+            # requests under test do not include the token's first lookup.
+            verify_token(self.tokens[scope])
+        return self.tokens[scope]
+
+    def _auth(self, method, path, extra):
+        if not self.with_tokens or "HTTP_AUTHORIZATION" in extra:
+            return extra
+        scope = "read" if method == "GET" else "proxy" if path.startswith("/v1/proxy/") else "instance"
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.token(scope)}", **extra}
 
     def post(self, path, body=None, raw=None, **extra):
         data = raw if raw is not None else json.dumps(body if body is not None else {})
-        return self.client.post(path, data=data, content_type="application/json", **extra)
+        return self.client.post(path, data=data, content_type="application/json", **self._auth("POST", path, extra))
 
     def get(self, path, **params):
-        return self.client.get(path, data=params)
+        extra = {key: params.pop(key) for key in [k for k in params if k.isupper()]}  # META, not query
+        return self.client.get(path, data=params, **self._auth("GET", path, extra))
 
 
 @pytest.fixture
-def api(client):
-    return JsonClient(client)
+def api(client, request):
+    api = JsonClient(client)
+    if request.node.get_closest_marker("django_db"):
+        # Issued before the test body, so no test counts their queries.
+        for scope in ("read", "instance", "proxy"):
+            api.token(scope)
+    return api
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state(settings):
+    """Per-process state the server keeps between requests starts empty in every test:
+    the verified-token cache and the rate limiter (on a cache of its own, not under var/)."""
+    from django.core.cache import caches
+
+    from controlplane import ratelimit
+    from controlplane.auth import TOKEN_CACHE
+
+    settings.CACHES = {**settings.CACHES, "ratelimit": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fleetwatch-tests"}}
+    caches["ratelimit"].clear()
+    ratelimit.COUNTER = ratelimit.WindowCounter()
+    TOKEN_CACHE.clear()
+    yield
 
 
 @pytest.fixture

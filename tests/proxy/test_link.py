@@ -8,6 +8,7 @@ import pytest
 import requests
 
 from controlplane.liveness import Status
+from controlplane.models import ApiToken
 from proxy_app.link import ProxyLink, backoff_delay
 from proxy_app.models import Instance, SchedulerLinkState
 from scheduler_app.models import PoolResourceSample, Proxy
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def proxy_settings(settings):
     settings.FLEETWATCH_PROXY_ID = "pool-a"
     settings.FLEETWATCH_PROXY_HEARTBEAT_S = 2.0
+    settings.FLEETWATCH_SCHEDULER_TOKEN = ApiToken.objects.issue("link", "proxy")[1]
     return settings
 
 
@@ -91,7 +93,9 @@ def test_its_backoff_cap_follows_the_heartbeat_setting(proxy_settings, interval_
 
 def test_its_outcome_shows_on_debug_status(link, live_server):
     link.step()
-    status = requests.get(live_server.url + "/debug/status", timeout=5).json()["scheduler_link"]
+    token = ApiToken.objects.issue("reader", "read")[1]
+    status = requests.get(live_server.url + "/debug/status", headers={"Authorization": f"Bearer {token}"},
+                          timeout=5).json()["scheduler_link"]
     assert status["registered"] is True
     assert status["last_action"] == "register"
     assert status["consecutive_failures"] == 0

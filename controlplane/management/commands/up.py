@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.supervisor import Supervisor, child_env
+from controlplane.local_tokens import LocalTokens
 from controlplane.roles import role_apps
 from controlplane.tasks import ensure_schedules
 
@@ -35,6 +36,13 @@ class UpContext:
     base_url: str  # where the web server answers
     agent_listen: str
     start_agent: bool
+    roles: tuple
+
+    def token(self, name, scope):
+        """A token for a process ``up`` starts (None when auth is off): created once, reused after."""
+        if not settings.FLEETWATCH_AUTH:
+            return None
+        return LocalTokens().token(name, scope)
 
 
 def default_workers():
@@ -72,6 +80,8 @@ class Command(BaseCommand):
 
         call_command("migrate", interactive=False, verbosity=0)
         ensure_schedules(roles)
+        if not settings.FLEETWATCH_AUTH:
+            log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
         env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
@@ -87,7 +97,8 @@ class Command(BaseCommand):
             supervisor.stop_all()
             raise CommandError(f"the web server did not answer on {base_url} within 60 s")
         supervisor.add("tasks", [*manage, "qcluster"], env)
-        context = UpContext(manage=manage, base_url=base_url, agent_listen=agent_listen, start_agent=not no_agent)
+        context = UpContext(manage=manage, base_url=base_url, agent_listen=agent_listen, start_agent=not no_agent,
+                            roles=tuple(roles))
         for config in role_apps(roles):
             for process in config.up_processes(context):
                 supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
