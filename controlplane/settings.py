@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "django_q",
     "controlplane",
@@ -139,6 +141,20 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "COERCE_DECIMAL_TO_STRING": False,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# OpenAPI 3 at /api/schema/, browsable at /api/docs/ from the sidecar's static files (no CDN).
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fleetwatch API",
+    "DESCRIPTION": "Resource-aware control plane for LLM-serving fleets: the Proxy and Scheduler APIs "
+                   "(the CacheRoute wire contract, SPEC.md).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # django-q2: the ORM broker by default; Redis when FLEETWATCH_REDIS_URL is set.

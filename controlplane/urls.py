@@ -8,6 +8,7 @@ snapshot and heartbeat posts are by far the most frequent requests.
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane.roles import role_apps
 from controlplane.views import healthz, home
@@ -17,6 +18,8 @@ urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(
 urlpatterns += [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("admin/", admin.site.urls),
 ]
 
