@@ -139,19 +139,23 @@ def fleet_queryset(query, now):
 
 
 def sparklines(proxy_ids, now):
-    """CPU and GPU trend of each proxy over the last minutes: one query, ≤ SPARK_POINTS points each."""
-    series = {proxy_id: [] for proxy_id in proxy_ids}
+    """CPU and GPU trend of each proxy over the last minutes: one query, ≤ SPARK_POINTS points each.
+
+    The window is cut into SPARK_POINTS buckets and each keeps its newest
+    sample; buckets without a sample are left out (the line goes on), a
+    sample without the figure stays None (the line breaks: unknown).
+    """
     rows = (PoolResourceSample.objects.filter(proxy_id__in=proxy_ids, t__gte=now - SPARK_WINDOW_S)
             .order_by("proxy_id", "t").values_list("proxy_id", "t", "cpu_avg", "gpu_util_avg"))
     bucket_s = SPARK_WINDOW_S / SPARK_POINTS
-    buckets = {}
+    buckets = {proxy_id: {} for proxy_id in proxy_ids}
     for proxy_id, t, cpu, gpu in rows:
-        index = min(SPARK_POINTS - 1, int((t - (now - SPARK_WINDOW_S)) / bucket_s))
-        buckets[(proxy_id, index)] = (cpu, gpu)  # the newest sample of each bucket
-    for proxy_id in series:
-        points = [buckets.get((proxy_id, i)) for i in range(SPARK_POINTS)]
-        series[proxy_id] = {"cpu": [p[0] if p else None for p in points], "gpu": [p[1] if p else None for p in points]}
-    return series
+        buckets[proxy_id][int((t - (now - SPARK_WINDOW_S)) // bucket_s)] = (cpu, gpu)  # the newest wins
+    return {
+        proxy_id: {"cpu": [cpu for _, (cpu, _) in sorted(samples.items())],
+                   "gpu": [gpu for _, (_, gpu) in sorted(samples.items())]}
+        for proxy_id, samples in buckets.items()
+    }
 
 
 def proxy_summary(proxy, now):

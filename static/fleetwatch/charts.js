@@ -191,7 +191,8 @@
       self.last = data;
       self.section.classList.remove("is-stale");
       if (self.note) {
-        self.note.textContent = data.t.length + " points, every " + format(self.resolution, "s");
+        self.note.textContent = data.t.length + (data.t.length === 1 ? " point" : " points") +
+          ", every " + format(self.resolution, "s");
       }
       self.charts.forEach(function (chart) { chart.draw(data, self.bounds, rebuild); });
       if (window.fleetwatchLive) window.fleetwatchLive.ok();
