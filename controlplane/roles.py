@@ -2,8 +2,9 @@
 
 An app serves a role by declaring it on its AppConfig, along with what the
 shared base collects from it: ``role``, its ``urls`` module (mounted by
-``controlplane.urls``), ``periodic_tasks`` (``controlplane.tasks``) and
-``up_processes(context)`` (``manage.py up``). The base never imports an app.
+``controlplane.urls``), ``periodic_tasks`` (``controlplane.tasks``),
+``up_processes(context)`` (``manage.py up``) and ``metrics_collector`` (the
+dotted path of its ``/metrics`` collector). The base never imports an app.
 """
 
 from django.apps import apps

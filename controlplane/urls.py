@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from controlplane.metrics import MetricsView
 from controlplane.roles import role_apps
 from controlplane.views import healthz, home
 
@@ -18,6 +19,7 @@ urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(
 urlpatterns += [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -14,6 +14,7 @@ class ProxyAppConfig(AppConfig):
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
+    metrics_collector = "proxy_app.metrics.ProxyCollector"
     periodic_tasks = (
         PeriodicTask("proxy_app.tasks.sweep_instances", minutes=1),
         PeriodicTask("proxy_app.tasks.delete_expired_instances", minutes=10),

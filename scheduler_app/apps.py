@@ -7,6 +7,7 @@ class SchedulerAppConfig(AppConfig):
     name = "scheduler_app"
     verbose_name = "Scheduler: proxies of the fleet"
     role = "scheduler"
+    metrics_collector = "scheduler_app.metrics.SchedulerCollector"
     periodic_tasks = (
         PeriodicTask("scheduler_app.tasks.sweep_proxies", minutes=1),
         PeriodicTask("scheduler_app.tasks.delete_expired_proxies", minutes=10),

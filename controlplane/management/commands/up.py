@@ -8,6 +8,7 @@ link to the Scheduler and a local agent reporting this host).
 
 import logging
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -43,6 +44,15 @@ class UpContext:
         if not settings.FLEETWATCH_AUTH:
             return None
         return LocalTokens().token(name, scope)
+
+
+def fresh_metrics_dir():
+    """Where the web processes keep their request metrics (prometheus_client's multiprocess mode);
+    emptied at every start, as its documentation asks."""
+    path = settings.VAR_DIR / "prometheus"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return str(path)
 
 
 def default_workers():
@@ -83,7 +93,8 @@ class Command(BaseCommand):
         if not settings.FLEETWATCH_AUTH:
             log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
-        env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port)
+        env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port,
+                        PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir())
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         supervisor = Supervisor()
         supervisor.install_signal_handlers()

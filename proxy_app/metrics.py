@@ -1,0 +1,114 @@
+"""The Proxy's figures for ``/metrics`` (SPEC 11), read from the database at scrape time.
+
+Per-instance and per-GPU samples exist for alive instances only, so the
+label sets stay as large as the live pool; ``fleetwatch_instance_up`` covers
+every registered instance (0 once stale, until it expires). A value the
+instance did not report is no sample at all, never 0.
+"""
+
+import orjson
+from django.conf import settings
+from django.db.models import TextField
+from django.db.models.functions import Cast
+from prometheus_client.core import GaugeMetricFamily
+
+from controlplane import clock
+from controlplane.liveness import Status
+from proxy_app.history import latest_pool_resource
+from proxy_app.models import Instance, InstanceResource
+from proxy_app.pool import pool_resource
+
+MIB = 2**20
+POOL_STATES = ("alive", "with_resource", "accepting", "degraded", "rejecting")
+
+
+def _gauge(name, documentation, labels=()):
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def _ratio(percent):
+    return None if percent is None else percent / 100.0
+
+
+class ProxyCollector:
+    def collect(self):
+        now = clock.now()
+        states = dict.fromkeys(Status.values, 0)
+        up = _gauge("fleetwatch_instance_up", "1 while the instance is alive (seen within its TTL), else 0.",
+                    ["instance_id"])
+        alive_ids = set()
+        for instance in Instance.objects.only("instance_id", "last_seen_at"):
+            status = instance.status_now(now)
+            states[status] += 1
+            up.add_metric([instance.instance_id], 1.0 if status != Status.STALE else 0.0)
+            if status != Status.STALE:
+                alive_ids.add(instance.instance_id)
+        counts = _gauge("fleetwatch_instances", "Registered instances by liveness state.", ["state"])
+        for state, count in states.items():
+            counts.add_metric([state], count)
+        yield counts
+        yield up
+        yield from self._resources(alive_ids)
+        yield self._pool(now)
+
+    def _resources(self, alive_ids):
+        cpu = _gauge("fleetwatch_instance_cpu_utilization_ratio", "Host CPU busy share, 0-1.", ["instance_id"])
+        used = _gauge("fleetwatch_instance_memory_used_bytes", "Host memory in use (total - available).",
+                      ["instance_id"])
+        total = _gauge("fleetwatch_instance_memory_total_bytes", "Host memory.", ["instance_id"])
+        gpu_util = _gauge("fleetwatch_gpu_utilization_ratio", "GPU utilisation over the agent's window, 0-1.",
+                          ["instance_id", "gpu"])
+        gpu_used = _gauge("fleetwatch_gpu_memory_used_bytes", "GPU memory in use.", ["instance_id", "gpu"])
+        gpu_temp = _gauge("fleetwatch_gpu_temperature_celsius", "GPU temperature.", ["instance_id", "gpu"])
+        rows = (InstanceResource.objects.filter(instance_id__in=alive_ids)
+                .annotate(raw=Cast("raw_resource", TextField()))
+                .values_list("instance_id", "cpu_util", "memory_used_mb", "memory_total_mb", "raw"))
+        for instance_id, cpu_util, used_mb, total_mb, raw in rows.iterator(chunk_size=500):
+            labels = [instance_id]
+            if cpu_util is not None:
+                cpu.add_metric(labels, cpu_util / 100.0)
+            if used_mb is not None:
+                used.add_metric(labels, used_mb * MIB)
+            if total_mb is not None:
+                total.add_metric(labels, total_mb * MIB)
+            for index, gpu in _gpus(raw):
+                gpu_labels = [instance_id, index]
+                for family, value in ((gpu_util, _ratio(_number(gpu.get("utilization_pct")))),
+                                      (gpu_used, _mib(_number(gpu.get("memory_used_mb")))),
+                                      (gpu_temp, _number(gpu.get("temperature_c")))):
+                    if value is not None:
+                        family.add_metric(gpu_labels, value)
+        yield from (cpu, used, total, gpu_util, gpu_used, gpu_temp)
+
+    def _pool(self, now):
+        row = latest_pool_resource(max_age_s=2 * settings.FLEETWATCH_SERIES_INTERVAL_S + 1)
+        summary = row.summary if row is not None else pool_resource(now)
+        instances = summary.get("instances", {})
+        family = _gauge("fleetwatch_pool_instances", "This pool's instances by state (SPEC 5).", ["state"])
+        for state in POOL_STATES:
+            if instances.get(state) is not None:
+                family.add_metric([state], instances[state])
+        return family
+
+
+def _gpus(raw):
+    """(index as text, row) of each GPU row of a stored snapshot that has an index."""
+    try:
+        snapshot = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return
+    devices = snapshot.get("devices") if isinstance(snapshot, dict) else None
+    gpus = devices.get("gpu") if isinstance(devices, dict) else None
+    for gpu in gpus if isinstance(gpus, list) else ():
+        if isinstance(gpu, dict) and isinstance(gpu.get("index"), int) and not isinstance(gpu.get("index"), bool):
+            yield str(gpu["index"]), gpu
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _mib(value):
+    return None if value is None else value * MIB
