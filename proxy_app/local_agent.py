@@ -223,8 +223,12 @@ class LocalAgent:
                 return f"127.0.0.1:{port}"
         return f"127.0.0.1:{DEFAULT_PORT}"
 
-    def start(self, listen, proxy_url):
-        """Start an agent listening on ``listen`` that reports to ``proxy_url``; returns its record."""
+    def start(self, listen, proxy_url, env=None):
+        """Start an agent listening on ``listen`` that reports to ``proxy_url``; returns its record.
+
+        ``env`` is added to its environment (its token goes there, never on
+        the command line nor in the state file).
+        """
         host, port = parse_listen(listen)
         listen = f"{format_host(host)}:{port}"
         with self._locked():
@@ -234,7 +238,7 @@ class LocalAgent:
                     f"An agent started here is already running (pid {running.pid}, {running.listen}). Stop it first.")
             if not port_is_free(host, port):
                 raise AgentControlError(self._taken_message(listen))
-            agent, process = self._spawn(listen, proxy_url)
+            agent, process = self._spawn(listen, proxy_url, env or {})
             self._write(agent)
         return self._await_health(agent, process)
 
@@ -245,13 +249,13 @@ class LocalAgent:
                     f"(instance {other.get('instance_id', '?')}). Choose another address.")
         return f"{listen} is taken by another program. Choose another address."
 
-    def _spawn(self, listen, proxy_url):
+    def _spawn(self, listen, proxy_url, env):
         self.var_dir.mkdir(parents=True, exist_ok=True)
         argv = self.argv_for(listen, proxy_url)
         with open(self.log_path, "wb") as log:
             process = subprocess.Popen(
                 argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
                 # Its own session: a signal meant for the web server never reaches it.
                 start_new_session=True,
             )

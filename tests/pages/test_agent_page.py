@@ -3,6 +3,7 @@
 import re
 import socket
 
+import psutil
 import pytest
 from django.test import Client
 
@@ -96,3 +97,19 @@ def test_it_refuses_a_post_without_the_csrf_token(admin_user, local):
 def test_it_answers_get_on_the_actions_with_405(staff):
     assert staff.get("/agent/start").status_code == 405
     assert staff.get("/agent/stop").status_code == 405
+
+
+def test_it_hands_the_agent_an_instance_token_when_auth_is_on(staff, local, auth_on):
+    from controlplane.models import ApiToken
+
+    staff.post("/agent/start", {"listen": f"127.0.0.1:{free_port()}"})
+    agent = local.status().agent
+    token = psutil.Process(agent.pid).environ()["FLEETWATCH_AGENT_TOKEN"]
+    assert ApiToken.objects.get(name="dashboard-local-agent", revoked_at=None).scope == "instance"
+    assert token.startswith("fw_") and token not in " ".join(agent.argv)
+    assert token not in local.state_path.read_text()
+
+
+def test_it_hands_no_token_when_auth_is_off(staff, local, auth_off):
+    staff.post("/agent/start", {"listen": f"127.0.0.1:{free_port()}"})
+    assert "FLEETWATCH_AGENT_TOKEN" not in psutil.Process(local.status().agent.pid).environ()
