@@ -58,6 +58,25 @@ def env_list(name, default):
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def secret_key_from_file(path):
+    """The key in ``path``, generated there (mode 0600) the first time: a fresh clone gets a
+    key of its own that survives restarts, without a fixed default in the code."""
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        key = ""
+    if len(key) >= 50:
+        return key
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(key)
+    return key
+
+
 def database_from_url(url, base_dir, conn_max_age=300):
     """Turn ``DATABASE_URL`` into a Django DATABASES entry (parsed by dj-database-url).
 

@@ -18,6 +18,8 @@ import time
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import multiprocess
 from django.utils.module_loading import import_string
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -91,6 +93,12 @@ class MetricsView(APIView):
     renderer_classes = [PrometheusRenderer]
     write_scope = None
 
+    @extend_schema(
+        summary="Prometheus metrics",
+        description="The fleet's state and the request counters, in the Prometheus text format (SPEC 11).",
+        responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="Prometheus exposition text"),
+                   401: OpenApiResponse(description="No token, or one that is unknown or revoked.")},
+    )
     def get(self, request):
         from django.conf import settings
 

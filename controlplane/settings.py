@@ -8,6 +8,7 @@ from pathlib import Path
 
 from controlplane.env import (
     database_from_url,
+    secret_key_from_file,
     env_bool,
     env_float,
     env_int,
@@ -18,9 +19,28 @@ from controlplane.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("FLEETWATCH_VAR_DIR", str(BASE_DIR / "var")))
 
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "fleetwatch-insecure-development-key-change-me")
+# From the environment, else generated once into var/secret_key (never a fixed default).
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or secret_key_from_file(VAR_DIR / "secret_key")
 DEBUG = env_bool("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["*"])
+# Loopback by default; `up` adds the address it advertises. Set the names
+# clients use (DJANGO_ALLOWED_HOSTS=pool-a.example,10.0.0.5) for any other.
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+if env_str("FLEETWATCH_ADVERTISE_HOST") and env_str("FLEETWATCH_ADVERTISE_HOST") not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(env_str("FLEETWATCH_ADVERTISE_HOST"))
+
+# Served over TLS by a reverse proxy (docs/security.md): secure cookies, HSTS,
+# and a redirect to https for the pages. The API paths are not redirected:
+# agents and proxies post to them and a redirect would lose the body.
+FLEETWATCH_TLS = env_bool("FLEETWATCH_TLS", False)
+if FLEETWATCH_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^v1/", r"^debug/", r"^healthz$", r"^metrics$", r"^api/"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("FLEETWATCH_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("FLEETWATCH_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("FLEETWATCH_HSTS_PRELOAD", True)
 
 # --- roles and control-plane behaviour -------------------------------------
 FLEETWATCH_ROLES = env_list("FLEETWATCH_ROLES", ["proxy", "scheduler"])
