@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
 
 from controlplane.admin_utils import (
     MISSING,
@@ -31,6 +32,13 @@ class InstanceAdmin(RegisteredEndpointAdmin):
     list_filter = ("status", "resource__admission_state")
     list_select_related = ("resource",)
     extra_fields = ("capabilities_json", "raw_snapshot")
+
+    def view_on_site(self, obj):
+        """The change page's "View on site" button opens the instance's dashboard page."""
+        try:
+            return reverse("pool-instance", args=[obj.pk])
+        except NoReverseMatch:  # this process does not serve the proxy role's pages
+            return None
 
     @admin.display(description="CPU", ordering="resource__cpu_util")
     def cpu(self, obj):

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
 
 from controlplane.admin_utils import (
     MISSING,
@@ -45,6 +46,13 @@ class ProxyAdmin(RegisteredEndpointAdmin):
     )
     list_filter = ("status", AdmissionFilter)
     extra_fields = ("capacity", "summary_received", "pool_resource_json")
+
+    def view_on_site(self, obj):
+        """The change page's "View on site" button opens the proxy's dashboard page."""
+        try:
+            return reverse("fleet-proxy", args=[obj.pk])
+        except NoReverseMatch:  # this process does not serve the scheduler role's pages
+            return None
 
     @admin.display(description="capacity")
     def capacity(self, obj):
