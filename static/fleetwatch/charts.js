@@ -56,7 +56,7 @@
         stroke: colours[i % colours.length],
         width: 1.5,
         spanGaps: false,
-        points: { show: false },
+        points: { size: 4 },  // uPlot shows them only where points are sparse: a lone sample stays visible
         value: function (u, v) { return format(v, spec.unit); }
       });
     });
