@@ -11,6 +11,7 @@ from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
+from proxy_app.openapi import instance_schema, pool_debug_schema
 from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
@@ -26,6 +27,7 @@ NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or u
 SAMPLE_IDS = 10
 
 
+@instance_schema
 class InstanceViewSet(ControlPlaneViewSet):
     """Instances register, heartbeat, report snapshots and leave."""
 
@@ -92,6 +94,7 @@ class InstanceViewSet(ControlPlaneViewSet):
         return self.series_response(INSTANCES, {"instance_id": instance_id}, instance_id)
 
 
+@pool_debug_schema
 class PoolDebugViewSet(ControlPlaneViewSet):
     """Read-only views of the pool for operators and the scheduler link."""
 

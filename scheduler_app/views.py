@@ -8,6 +8,7 @@ from controlplane import clock
 from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
+from scheduler_app.openapi import fleet_debug_schema, proxy_schema
 from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer, proxy_row
 
 # The original's FastAPI HTTPException body; its proxies re-register on it.
@@ -20,6 +21,7 @@ def proxies_in_view(request, include_dead_default, now):
     return Proxy.objects.order_by("-last_seen_at", "proxy_id").in_view(include_dead, now)
 
 
+@proxy_schema
 class ProxyViewSet(ControlPlaneViewSet):
     """Proxies register, heartbeat with their pool summary, and leave."""
 
@@ -67,6 +69,7 @@ class ProxyViewSet(ControlPlaneViewSet):
         return self.series_response(PROXY_POOLS, {"proxy_id": proxy_id}, proxy_id)
 
 
+@fleet_debug_schema
 class FleetDebugViewSet(ControlPlaneViewSet):
     """Read-only views of the fleet's pool summaries."""
 

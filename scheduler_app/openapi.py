@@ -1,0 +1,146 @@
+"""The Scheduler API (SPEC 6, 9) as OpenAPI: request bodies, answers, compat quirks.
+
+``ProxyViewSet`` and ``FleetDebugViewSet`` wear ``proxy_schema`` and
+``fleet_debug_schema``; the shared parts are in ``controlplane.openapi``.
+"""
+
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_view
+from rest_framework import serializers
+
+from controlplane.openapi import (
+    NOT_FOUND,
+    PAGING,
+    RANGE,
+    Const,
+    OkBody,
+    RegisteredEntryRow,
+    entry_id,
+    history_answer,
+    history_point,
+    include_dead,
+    nullable_integer,
+    nullable_number,
+    page_of,
+    read_operation,
+    write_operation,
+)
+from scheduler_app.models import PoolResourceSample
+from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer
+
+PROXIES = ["proxies"]
+FLEET = ["fleet (debug)"]
+POOL_RESOURCE_HELP = "The Proxy's pool summary (SPEC 5 shape), stored as sent: any JSON object, not interpreted."
+
+# --- request bodies --------------------------------------------------------------------------
+
+
+class ProxyRegister(RegisterSerializer):
+    """Register (or re-register) a proxy (SPEC 6). Unknown fields are ignored. A re-register replaces
+    every field but keeps registered_at; without `pool_resource` (or with null) the stored one is kept."""
+
+
+class ProxyHeartbeat(HeartbeatSerializer):
+    """A heartbeat: the load fields present are stored (null: unknown now), absent ones kept;
+    `meta_patch` is merged into meta; `pool_resource` replaces the stored one (absent or null keeps it)."""
+
+
+class ProxyId(ProxyIdSerializer):
+    """The proxy to remove."""
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+class ProxyRegistered(serializers.Serializer):
+    proxy_id = serializers.CharField(help_text="As sent, or `pxy_` + 12 hex digits when sent null or \"\".")
+    heartbeat_interval_s = serializers.FloatField(help_text=(
+        "FLEETWATCH_PROXY_HEARTBEAT_S (5): an integer when whole, as the original answered."
+    ))
+    ttl_s = serializers.IntegerField()
+
+
+class ProxyNotRegistered(serializers.Serializer):
+    """compat: the original's FastAPI error body; the proxy re-registers on it."""
+
+    detail = Const("proxy_id not registered")
+
+
+class ProxyRow(RegisteredEntryRow):
+    """One row of `/v1/proxy/list`."""
+
+    proxy_id = serializers.CharField()
+    max_capacity = serializers.IntegerField(min_value=0)
+    instance_count = serializers.IntegerField(min_value=0)
+    kv_mem_per_instance_gb = serializers.FloatField(min_value=0)
+    kv_cache_pool_gb = serializers.FloatField(min_value=0, help_text="instance_count × kv_mem_per_instance_gb.")
+    kv_cache_update_policy = serializers.CharField()
+    inflight = nullable_integer("From heartbeats; null until reported.")
+    qps_1m = nullable_number("From heartbeats; null until reported.")
+    gpu_util = nullable_number("From heartbeats; null until reported.")
+    pool_resource = serializers.DictField(allow_null=True, help_text=POOL_RESOURCE_HELP + " Null until the first.")
+    pool_resource_reported_at = nullable_number("Epoch seconds: when this Scheduler received it.")
+
+
+class ProxyPoolResourceRow(serializers.Serializer):
+    proxy_id = serializers.CharField()
+    is_alive = serializers.BooleanField()
+    last_seen_at = serializers.FloatField()
+    pool_resource_reported_at = nullable_number("Epoch seconds: when this Scheduler received it.")
+    pool_resource = serializers.DictField(allow_null=True, help_text=POOL_RESOURCE_HELP)
+
+
+class ProxyPoolResources(serializers.Serializer):
+    ok = Const(True)
+    proxies = ProxyPoolResourceRow(many=True)
+
+
+PROXY_HISTORY = history_answer(
+    "ProxyHistory", "proxy_id",
+    history_point("ProxyPoolPoint", PoolResourceSample.FIGURES, PoolResourceSample.ADMISSION),
+)
+
+# --- the operations --------------------------------------------------------------------------
+
+proxy_schema = extend_schema_view(
+    register=write_operation(
+        "proxy_register", "Register a proxy", "Registers a proxy, or replaces a known one's fields.",
+        ProxyRegister, {200: ProxyRegistered}, "proxy", tags=PROXIES,
+    ),
+    heartbeat=write_operation(
+        "proxy_heartbeat", "Heartbeat of a proxy", (
+            "Refreshes last_seen_at, the load fields sent, meta and the pool summary. compat: an unknown "
+            "proxy_id is a **404** `{\"detail\": \"proxy_id not registered\"}` (the original's body, not the "
+            "error envelope); the proxy then re-registers."
+        ), ProxyHeartbeat,
+        {200: OkBody, 404: OpenApiResponse(ProxyNotRegistered, description="Unknown proxy_id (compat body).")},
+        "proxy", tags=PROXIES,
+        examples=[OpenApiExample("Unknown proxy (compat)", {"detail": "proxy_id not registered"},
+                                 response_only=True, status_codes=["404"])],
+    ),
+    unregister=write_operation(
+        "proxy_unregister", "Unregister a proxy",
+        "Deletes the proxy (if known) and records a last status change to `unregistered`; always `{\"ok\": true}`.",
+        ProxyId, {200: OkBody}, "proxy", tags=PROXIES,
+    ),
+    list_proxies=read_operation(
+        "proxy_list", "List proxies", (
+            "Alive proxies (with `include_dead`, also those past their TTL), newest seen first. Without "
+            "`limit` and `offset`: the bare array (compat); with either: a page object."
+        ), page_of(ProxyRow, "Proxy"), parameters=[include_dead(False), *PAGING], tags=PROXIES,
+    ),
+    history=read_operation(
+        "proxy_history", "A proxy's pool history",
+        "The figures of a proxy's stored pool summaries over a range, oldest first (SPEC 9).",
+        PROXY_HISTORY, parameters=[entry_id("proxy_id", "proxy"), RANGE],
+        errors={404: OpenApiResponse(NOT_FOUND.response, description="No proxy and no series under that id.")},
+        tags=PROXIES,
+    ),
+)
+
+fleet_debug_schema = extend_schema_view(
+    proxy_pool_resources=read_operation(
+        "debug_proxy_pool_resources", "Every proxy's pool summary",
+        "The latest pool_resource each proxy sent, with when it arrived.", ProxyPoolResources,
+        parameters=[include_dead(True)], tags=FLEET,
+    ),
+)
