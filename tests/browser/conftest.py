@@ -11,6 +11,7 @@ is downloaded. Every page's console errors fail the test that opened it.
 """
 
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -28,7 +29,8 @@ from tests.live import ROOT, LiveServer, wait_for
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+# Committed with the code (the README shows them); FLEETWATCH_SCREENSHOTS_DIR sends a run's elsewhere.
+SCREENSHOTS = Path(os.environ.get("FLEETWATCH_SCREENSHOTS_DIR") or ROOT / "docs" / "screenshots")
 STAFF = ("staff", "staff-password-for-tests")
 # Auth on (the default): the pages need a staff login; the simulated hosts
 # write as old token-less clients on the trusted loopback (tests/live.py).

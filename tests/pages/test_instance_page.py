@@ -46,19 +46,17 @@ def test_it_shows_a_card_per_gpu_and_flags_the_unhealthy_ones(page, frozen, gpu_
     assert "2 unhealthy" in text_of(html)
 
 
-def test_it_shows_cpu_cores_memory_swap_network_and_disks(page, frozen, gpu_host):
-    snapshot_extra = {}
-    gpu_host("host", gpus=[], cpu=37.5, **snapshot_extra)
-    from proxy_app.models import InstanceResource
-
-    resource = InstanceResource.objects.get(pk="host")
-    raw = resource.raw_resource
-    raw["devices"]["cpu"].update(per_core_pct=[10.0, 80.0, 95.0, None], count_logical=4, count_physical=2)
-    raw["devices"]["memory"].update(swap_used_mb=1024.0, swap_total_mb=4096.0)
-    raw["devices"]["network"].append({"iface": "ib0", "rx_mbps": 12400.0, "tx_mbps": None, "speed_mbps": None,
-                                      "rx_bytes_total": 1024 ** 3, "tx_bytes_total": 0})
-    raw["devices"]["disk"] = [{"mount": "/models", "used_gb": 900.0, "total_gb": 1000.0}]
-    resource.save(update_fields=["raw_resource"])
+def test_it_shows_cpu_cores_memory_swap_network_and_disks(page, frozen, register_instance, report):
+    snapshot = make_snapshot(cpu=37.5, network=[
+        {"iface": "eth0", "rx_mbps": 1.0, "tx_mbps": 2.0, "speed_mbps": 10000},
+        {"iface": "ib0", "rx_mbps": 12400.0, "tx_mbps": None, "speed_mbps": None,
+         "rx_bytes_total": 1024 ** 3, "tx_bytes_total": 0},
+    ])
+    snapshot["devices"]["cpu"].update(per_core_pct=[10.0, 80.0, 95.0, None], count_logical=4, count_physical=2)
+    snapshot["devices"]["memory"].update(swap_used_mb=1024.0, swap_total_mb=4096.0)
+    snapshot["devices"]["disk"] = [{"mount": "/models", "used_gb": 900.0, "total_gb": 1000.0}]
+    register_instance("host")
+    report("host", snapshot)
     html = page("/pool/instances/host/")
     assert one(html, "cpu-util") == "37.5 %"
     cores = re.findall(r'<span class="core core--(\w+)" title="core (\d): ([^"]+)"', html)

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from proxy_app.history import record_pool
 from tests.factories import T0, make_gpu, make_snapshot
-from tests.pages.conftest import by_testid, one, text_of
+from tests.pages.conftest import one, text_of
 
 pytestmark = pytest.mark.django_db
 
