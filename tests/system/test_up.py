@@ -25,7 +25,7 @@ def test_it_starts_web_tasks_and_link_and_stops_them_all_on_sigterm(servers):
                     timeout_s=DEADLINE_S, message="the link to register")
     assert link is True
     commands = child_commands(server.process)
-    assert any("gunicorn" in c for c in commands)
+    assert any("granian" in c for c in commands)
     assert any("qcluster" in c for c in commands)
     assert any("run_link" in c for c in commands)
     assert any("run_recorder" in c for c in commands)

@@ -1,7 +1,7 @@
 """``manage.py up``: the whole system on one machine (SPEC 11).
 
 Migrates, registers the periodic schedules, then runs and supervises: the web
-server serving the roles of FLEETWATCH_ROLES, the django-q2 cluster, and the
+server (granian) serving the roles of FLEETWATCH_ROLES, the django-q2 cluster, and the
 processes each role's app asks for (``AppConfig.up_processes``: the Proxy's
 link to the Scheduler and a local agent reporting this host).
 """
@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -56,7 +57,24 @@ def fresh_metrics_dir():
 
 
 def default_workers():
-    return settings.FLEETWATCH_WEB_WORKERS or min(8, 2 * (os.cpu_count() or 1))
+    return settings.FLEETWATCH_WEB_WORKERS or min(8, os.cpu_count() or 1)
+
+
+def web_server_argv(host, port, workers):
+    """Granian serving the WSGI app: ``workers`` processes of one blocking thread each.
+
+    Chosen over gunicorn's sync workers on measurements (bench/README.md,
+    docs/scale-out.md): it answers more requests per core, and it drops
+    clients that send their headers slowly instead of giving each one a
+    worker, so 200 such connections cannot starve /healthz
+    (tests/system/test_slow_clients.py).
+    """
+    return [
+        str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
+        "--host", host, "--port", str(port), "--workers", str(workers), "--blocking-threads", "1",
+        "--no-ws", "--log-level", "warning", "--workers-kill-timeout", "10",
+        "--working-dir", str(settings.BASE_DIR),
+    ]
 
 
 def wait_until_serving(url, timeout_s):
@@ -79,7 +97,7 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (default 8000).")
         parser.add_argument("--no-agent", action="store_true", help="Do not start a local agent.")
-        parser.add_argument("--workers", type=int, default=None, help="Web workers (default 2 × CPUs, ≤ 8).")
+        parser.add_argument("--workers", type=int, default=None, help="Web worker processes (default: one per CPU, ≤ 8).")
         parser.add_argument("--agent-listen", default="127.0.0.1:9201", help="HTTP address of the local agent.")
 
     def handle(self, *args, host, port, no_agent, workers, agent_listen, **options):
@@ -98,12 +116,7 @@ class Command(BaseCommand):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         supervisor = Supervisor()
         supervisor.install_signal_handlers()
-        supervisor.add("web", [
-            sys.executable, "-m", "gunicorn", "controlplane.wsgi:application",
-            "--bind", f"{host}:{port}", "--workers", str(workers or default_workers()),
-            "--worker-class", "sync", "--graceful-timeout", "5", "--timeout", "30",
-            "--log-level", "warning", "--chdir", str(settings.BASE_DIR),
-        ], env)
+        supervisor.add("web", web_server_argv(host, port, workers or default_workers()), env)
         if not wait_until_serving(f"{base_url}/healthz", timeout_s=60):
             supervisor.stop_all()
             raise CommandError(f"the web server did not answer on {base_url} within 60 s")
