@@ -40,6 +40,7 @@ PATHS = [
     ("/pool/rows", True),
     ("/pool/summary", False),
     ("/pool/rows?sort=cpu", False),
+    ("/pool/rows?per_page=100", False),
     ("/pool/rows?status=stale&sort=gpu&desc=1", False),
     ("/pool/rows?q=pool-99", False),
     ("/pool/rows?sort=memory&page=150", False),

@@ -14,6 +14,7 @@ from controlplane.pages import (
     PER_PAGE_CHOICES,
     chart,
     dashboard_page,
+    id_url,
     not_found_page,
     pager_context,
     range_choice,
@@ -42,6 +43,9 @@ INSTANCE_CHARTS = (
 
 def _rows_context(query, now):
     rows, page = dashboard.pool_rows(query, now)
+    instance_url = id_url("pool-instance")
+    for row in rows:
+        row["url"] = instance_url(row["instance_id"])
     return {
         "rows": rows,
         "query": query,

@@ -14,6 +14,7 @@ from controlplane.pages import (
     PER_PAGE_CHOICES,
     chart,
     dashboard_page,
+    id_url,
     not_found_page,
     pager_context,
     range_choice,
@@ -35,6 +36,9 @@ PROXY_CHARTS = (
 
 def _rows_context(query, now):
     rows, page = dashboard.fleet_rows(query, now)
+    proxy_url = id_url("fleet-proxy")
+    for row in rows:
+        row["url"] = proxy_url(row["proxy_id"])
     return {
         "rows": rows,
         "query": query,

@@ -50,3 +50,13 @@ def test_it_serves_the_vendored_libraries_and_their_licences(client, path):
 def test_it_answers_an_unknown_id_with_the_layout_and_status_404(page, frozen):
     html = page("/fleet/proxies/ghost/", status=404)
     assert html.startswith("<!doctype html>") and "No proxy <code class=\"mono\">ghost</code> is known here." in html
+
+
+@pytest.mark.parametrize("entry_id", ["i-1", "hp_10.0.0.1:8000", "a/b c", "q?x=1#frag", "100%", "ünï", "x'&;=+"])
+def test_it_links_rows_exactly_as_reverse_would(entry_id):
+    from django.urls import reverse
+
+    from controlplane.pages import id_url
+
+    assert id_url("pool-instance")(entry_id) == reverse("pool-instance", args=[entry_id])
+    assert id_url("fleet-proxy")(entry_id) == reverse("fleet-proxy", args=[entry_id])

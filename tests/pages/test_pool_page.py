@@ -112,16 +112,18 @@ def test_it_filters_searches_and_sorts(page, mixed_pool, query, expected):
 def test_it_pages_through_a_large_pool(page, frozen, register_instance):
     for i in range(30):
         register_instance(f"i-{i:02d}")
-    first = page("/pool/?sort=id&per_page=25")
-    assert row_ids(first)[0] == "i-00" and len(row_ids(first)) == 25
+    first = page("/pool/?sort=id")
+    assert row_ids(first)[0] == "i-00" and len(row_ids(first)) == 25  # 25 a page unless asked
     assert "1–25 of 30" in text_of(first)
-    second = page("/pool/rows?sort=id&per_page=25&page=2")
+    second = page("/pool/rows?sort=id&page=2")
     assert row_ids(second) == [f"i-{i}" for i in range(25, 30)]
     assert "26–30 of 30" in text_of(second) and "page 2 of 2" in text_of(second)
-    assert row_ids(page("/pool/rows?sort=id&per_page=25&page=99")) == row_ids(second)
+    assert row_ids(page("/pool/rows?sort=id&page=99")) == row_ids(second)
+    assert len(row_ids(page("/pool/rows?per_page=50"))) == 30
     # The next-page link keeps the filters and works without JavaScript too.
-    assert 'href="/pool/?sort=id&amp;page=2&amp;per_page=25"' in first
-    assert 'hx-get="/pool/rows?sort=id&amp;page=2&amp;per_page=25"' in first
+    assert 'href="/pool/?sort=id&amp;page=2"' in first
+    assert 'hx-get="/pool/rows?sort=id&amp;page=2"' in first
+    assert 'hx-push-url="/pool/?sort=id&amp;page=2"' in first
 
 
 def test_it_shows_instances_as_cards_on_request(page, frozen, gpu_host):
