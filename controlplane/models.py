@@ -1,5 +1,6 @@
 """Abstract model bases shared by both control planes."""
 
+import orjson
 from django.conf import settings
 from django.db import models
 
@@ -10,6 +11,24 @@ from controlplane.managers import HistoryManager
 
 # Ids, hosts and other short names sent by clients.
 NAME_LENGTH = 255
+
+
+class JSONTextField(models.TextField):
+    """A JSON document kept as the text it arrived as: never queried inside, only stored and
+    sent back, so no database parses it (PostgreSQL's jsonb parse was a large share of a
+    snapshot's ingest) and a list can splice it into its answer unparsed. Python code
+    still reads and writes it as a dict."""
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else orjson.loads(value)
+
+    def to_python(self, value):
+        return orjson.loads(value) if isinstance(value, (str, bytes)) else value
+
+    def get_prep_value(self, value):
+        if value is None or isinstance(value, str):
+            return value
+        return orjson.dumps(value).decode()
 
 
 class StatusChangeBase(models.Model):

@@ -40,10 +40,8 @@ def _on_conflict(table_name):
 
 
 @functools.lru_cache(maxsize=8)
-def _upsert_sql(vendor, table_name):
-    placeholders = ", ".join(
-        "%s::jsonb" if name == "raw_resource" and vendor == "postgresql" else "%s" for name in UPSERT_COLUMNS
-    )
+def _upsert_sql(table_name):
+    placeholders = ", ".join("%s" for _ in UPSERT_COLUMNS)
     return (
         f"INSERT INTO {connection.ops.quote_name(table_name)} ({_quoted(UPSERT_COLUMNS)}) "
         f"VALUES ({placeholders}) {_on_conflict(table_name)}"
@@ -60,7 +58,7 @@ def _upsert_values(columns, raw_json):
 
 def upsert_latest_resource(resource_model, instance_id, columns, raw_json):
     """One INSERT … ON CONFLICT DO UPDATE of an instance's latest resource; False when skipped as late."""
-    sql = _upsert_sql(connection.vendor, resource_model._meta.db_table)
+    sql = _upsert_sql(resource_model._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(sql, [instance_id, *_upsert_values(columns, raw_json)])
         return cursor.rowcount == 1

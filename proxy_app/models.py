@@ -6,6 +6,7 @@ from controlplane import liveness
 from controlplane.admission import Admission
 from controlplane.models import (
     NAME_LENGTH,
+    JSONTextField,
     MinuteRollup,
     PoolMinuteRollup,
     PoolSeriesPoint,
@@ -109,7 +110,7 @@ class InstanceResource(models.Model):
     has_raw_resource = models.BooleanField(default=False)
     # Last on purpose: SQLite stores columns in this order, and a scan that
     # aggregates the columns above never has to step over the large JSON.
-    raw_resource = models.JSONField(default=dict, blank=True)
+    raw_resource = JSONTextField(default=dict, blank=True)
 
     def __str__(self):
         return f"resource of {self.instance_id}"
