@@ -23,7 +23,13 @@ import json
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework import permissions, serializers
 
 from controlplane.history import RANGES
@@ -204,6 +210,14 @@ class PayloadTooLargeBody(serializers.Serializer):
     detail = FlatMap(help_text=DETAIL_HELP)
 
 
+class UnsupportedMediaTypeBody(serializers.Serializer):
+    """A body that is not `application/json`. Nothing was written."""
+
+    ok = Const(False)
+    error = Const("unsupported_media_type")
+    detail = FlatMap(help_text=DETAIL_HELP)
+
+
 class RateLimitedBody(serializers.Serializer):
     """Too many writes from one token for one instance id in a window (SPEC 10). Nothing was written."""
 
@@ -226,6 +240,7 @@ METHOD_NOT_ALLOWED = OpenApiResponse(
                 "authentication; `Allow` lists the ones it does).",
 )
 PAYLOAD_TOO_LARGE = OpenApiResponse(PayloadTooLargeBody, description="Body too large.")
+UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(UnsupportedMediaTypeBody, description="Not a JSON body.")
 RATE_LIMITED = OpenApiResponse(RateLimitedBody, description="Rate limited: retry after `Retry-After` seconds.")
 
 ERROR_HEADERS = [
@@ -247,7 +262,7 @@ def read_errors():
 
 def write_errors():
     """What any write (POST) of the API can answer besides its own answers."""
-    return {**read_errors(), 429: RATE_LIMITED}
+    return {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
 
 
 def described(answer, description="OK."):
@@ -312,10 +327,10 @@ RANGE = OpenApiParameter(
 )
 
 
-def entry_id(name, what):
+def entry_id(name, what, example):
     return OpenApiParameter(
         name, {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH, "pattern": r"\S"}, OpenApiParameter.QUERY,
-        required=True, description=f"The {what}'s id.",
+        required=True, description=f"The {what}'s id.", examples=[OpenApiExample(what, value=example)],
     )
 
 

@@ -7,7 +7,7 @@ validator, the resource columns) the schema is read from it, so the two
 cannot drift apart.
 """
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -133,6 +133,21 @@ class InstanceHeartbeat(HeartbeatSerializer):
     Send `capabilities` or `capability_fingerprint`, not both (a 400)."""
 
 
+class InstanceHeartbeatScheme(OpenApiSerializerExtension):
+    """The one rule across two fields: not both `capabilities` and `capability_fingerprint` non-null."""
+
+    target_class = InstanceHeartbeat
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        # A null member is no type here (OpenAPI 3.0), so this is "not both sent as values".
+        schema["not"] = {
+            "required": ["capabilities", "capability_fingerprint"],
+            "properties": {"capabilities": {"type": "object"}, "capability_fingerprint": {"type": "string"}},
+        }
+        return schema
+
+
 class InstanceId(InstanceIdSerializer):
     """The instance to remove."""
 
@@ -172,6 +187,26 @@ SNAPSHOT_EXAMPLE = OpenApiExample("A host with one GPU", request_only=True, valu
                  "report_wall_time_ms": 1767225600010, "agent_snapshot_timestamp_ms": 1767225600000,
                  "report_seq": 42},
 })
+
+EXAMPLE_INSTANCE = "gpu-host-1:8000"
+CAPABILITIES_EXAMPLE = {
+    "schema_version": "1",
+    "model": {"identifier": "meta-llama/Llama-3.1-8B-Instruct", "revision": "main"},
+    "tokenizer": {"identifier": "meta-llama/Llama-3.1-8B-Instruct", "revision": None},
+    "kv_cache": {"layout": "paged", "schema_version": "1", "dtype": "bfloat16", "block_size": 16},
+    "parallelism": {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "data_parallel_size": None},
+    "runtime": {"vllm_version": "0.8.1", "lmcache_version": "0.2.0", "supported_cache_features": ["prefix"]},
+}
+REGISTER_EXAMPLE = OpenApiExample("An agent on a GPU host", request_only=True, value={
+    "instance_id": EXAMPLE_INSTANCE, "host": "10.0.0.5", "port": 8000, "endpoints": ["chat/completions"],
+    "tags": ["h100"], "meta": {"agent_version": "0.1.0", "hostname": "gpu-host-1"},
+    "capabilities": CAPABILITIES_EXAMPLE,
+})
+HEARTBEAT_EXAMPLE = OpenApiExample("Load", request_only=True, value={
+    "instance_id": EXAMPLE_INSTANCE, "inflight": 3, "qps_1m": 1.5, "gpu_util": 61.0,
+})
+UNREGISTER_EXAMPLE = OpenApiExample("Leave", request_only=True, value={"instance_id": EXAMPLE_INSTANCE})
+
 
 # --- answers ---------------------------------------------------------------------------------
 
@@ -429,7 +464,7 @@ instance_schema = extend_schema_view(
             "Re-register of a known id: host, port and weight replaced; endpoints and tags replaced only "
             "when non-empty; meta merged; capabilities replaced (absent or null clears them); "
             "registered_at, load and the latest resource kept."
-        ), InstanceRegister, {200: InstanceRegistered}, "instance", tags=INSTANCES,
+        ), InstanceRegister, {200: InstanceRegistered}, "instance", tags=INSTANCES, examples=[REGISTER_EXAMPLE],
     ),
     heartbeat=write_operation(
         "instance_heartbeat", "Heartbeat of an instance", (
@@ -438,6 +473,7 @@ instance_schema = extend_schema_view(
             "the stored one, the answer asks for the capabilities (SPEC 3.2)."
         ), InstanceHeartbeat, {200: HEARTBEAT_ANSWER}, "instance", tags=INSTANCES,
         examples=[
+            HEARTBEAT_EXAMPLE,
             OpenApiExample("Known", {"ok": True}, response_only=True),
             OpenApiExample("Unknown instance (compat)", {"ok": False, "error": "unknown_instance"}, response_only=True),
             OpenApiExample("Fingerprint mismatch", {
@@ -462,7 +498,7 @@ instance_schema = extend_schema_view(
     unregister=write_operation(
         "instance_unregister", "Unregister an instance",
         "Deletes the instance and records a last status change to `unregistered`.",
-        InstanceId, {200: Unregistered}, "instance", tags=INSTANCES,
+        InstanceId, {200: Unregistered}, "instance", tags=INSTANCES, examples=[UNREGISTER_EXAMPLE],
     ),
     list_instances=read_operation(
         "instance_list", "List instances", (
@@ -472,7 +508,7 @@ instance_schema = extend_schema_view(
     ),
     history=read_operation(
         "instance_history", "An instance's history", "The instance's figures over a range, oldest first (SPEC 9).",
-        INSTANCE_HISTORY, parameters=[entry_id("instance_id", "instance"), RANGE],
+        INSTANCE_HISTORY, parameters=[entry_id("instance_id", "instance", EXAMPLE_INSTANCE), RANGE],
         errors={404: OpenApiResponse(NOT_FOUND.response, description="No instance and no series under that id.")},
         tags=INSTANCES,
     ),

@@ -48,6 +48,25 @@ class ProxyId(ProxyIdSerializer):
     """The proxy to remove."""
 
 
+EXAMPLE_PROXY = "pool-a"
+POOL_RESOURCE_EXAMPLE = {
+    "schema_version": 1, "proxy_id": EXAMPLE_PROXY, "generated_at": 1767225600.0, "ttl_s": 30,
+    "instances": {"total": 2, "alive": 2, "stale": 0, "with_resource": 2, "missing_resource": 0,
+                  "accepting": 2, "degraded": 0, "rejecting": 0},
+    "utilization": {"cpu_avg": 20.0, "gpu_util_avg": 55.0, "memory_used_ratio": 0.25, "gpu_mem_used_ratio": 0.8},
+    "pool_admission_state": "accepting",
+}
+REGISTER_EXAMPLE = OpenApiExample("A proxy of one pool", request_only=True, value={
+    "proxy_id": EXAMPLE_PROXY, "host": "10.0.0.2", "port": 8002, "max_capacity": 64, "instance_count": 2,
+    "kv_mem_per_instance_gb": 40.0, "pool_resource": POOL_RESOURCE_EXAMPLE,
+})
+HEARTBEAT_EXAMPLE = OpenApiExample("With a fresh summary", request_only=True, value={
+    "proxy_id": EXAMPLE_PROXY, "inflight": 3, "qps_1m": 2.5, "meta_patch": {"version": "1"},
+    "pool_resource": POOL_RESOURCE_EXAMPLE,
+})
+UNREGISTER_EXAMPLE = OpenApiExample("Leave", request_only=True, value={"proxy_id": EXAMPLE_PROXY})
+
+
 # --- answers ---------------------------------------------------------------------------------
 
 
@@ -104,7 +123,7 @@ PROXY_HISTORY = history_answer(
 proxy_schema = extend_schema_view(
     register=write_operation(
         "proxy_register", "Register a proxy", "Registers a proxy, or replaces a known one's fields.",
-        ProxyRegister, {200: ProxyRegistered}, "proxy", tags=PROXIES,
+        ProxyRegister, {200: ProxyRegistered}, "proxy", tags=PROXIES, examples=[REGISTER_EXAMPLE],
     ),
     heartbeat=write_operation(
         "proxy_heartbeat", "Heartbeat of a proxy", (
@@ -114,13 +133,13 @@ proxy_schema = extend_schema_view(
         ), ProxyHeartbeat,
         {200: OkBody, 404: OpenApiResponse(ProxyNotRegistered, description="Unknown proxy_id (compat body).")},
         "proxy", tags=PROXIES,
-        examples=[OpenApiExample("Unknown proxy (compat)", {"detail": "proxy_id not registered"},
-                                 response_only=True, status_codes=["404"])],
+        examples=[HEARTBEAT_EXAMPLE, OpenApiExample("Unknown proxy (compat)", {"detail": "proxy_id not registered"},
+                                                    response_only=True, status_codes=["404"])],
     ),
     unregister=write_operation(
         "proxy_unregister", "Unregister a proxy",
         "Deletes the proxy (if known) and records a last status change to `unregistered`; always `{\"ok\": true}`.",
-        ProxyId, {200: OkBody}, "proxy", tags=PROXIES,
+        ProxyId, {200: OkBody}, "proxy", tags=PROXIES, examples=[UNREGISTER_EXAMPLE],
     ),
     list_proxies=read_operation(
         "proxy_list", "List proxies", (
@@ -131,7 +150,7 @@ proxy_schema = extend_schema_view(
     history=read_operation(
         "proxy_history", "A proxy's pool history",
         "The figures of a proxy's stored pool summaries over a range, oldest first (SPEC 9).",
-        PROXY_HISTORY, parameters=[entry_id("proxy_id", "proxy"), RANGE],
+        PROXY_HISTORY, parameters=[entry_id("proxy_id", "proxy", EXAMPLE_PROXY), RANGE],
         errors={404: OpenApiResponse(NOT_FOUND.response, description="No proxy and no series under that id.")},
         tags=PROXIES,
     ),
