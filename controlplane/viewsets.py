@@ -105,21 +105,19 @@ class ControlPlaneViewSet(viewsets.ViewSet):
             raise exceptions.MethodNotAllowed(request.method)
         super().initial(request, *args, **kwargs)
 
-    def rows_response(self, queryset, row):
+    def rows_response(self, queryset, rows):
         """A list endpoint's answer: the bare array SPEC asks for, or with
-        ``limit``/``offset`` a page object, so a client can tell how far to go."""
+        ``limit``/``offset`` a page object, so a client can tell how far to go.
+
+        ``rows(queryset)`` builds the answer's rows of a (sliced) queryset.
+        """
         limit = query_int(self.request, "limit", minimum=1, maximum=MAX_PAGE)
         offset = query_int(self.request, "offset")
         if limit is None and offset is None:
-            return Response([row(item) for item in queryset])
+            return Response(rows(queryset))
         offset = offset or 0
         page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
-        return Response({
-            "count": queryset.count(),
-            "limit": limit,
-            "offset": offset,
-            "results": [row(item) for item in page],
-        })
+        return Response({"count": queryset.count(), "limit": limit, "offset": offset, "results": rows(page)})
 
     def series_response(self, series, head, key_value=None):
         """A history answer (SPEC 9): ``head`` (the id), the range, its resolution and the points."""

@@ -9,6 +9,7 @@ from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, 
 from proxy_app import pool
 from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot
+from proxy_app.listing import instance_rows, resource_rows
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.openapi import instance_schema, pool_debug_schema
@@ -17,8 +18,6 @@ from proxy_app.serializers import (
     InstanceIdSerializer,
     RegisterSerializer,
     SnapshotSerializer,
-    instance_row,
-    resource_dict,
 )
 
 UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
@@ -82,8 +81,8 @@ class InstanceViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="list")
     def list_instances(self, request):
         now = clock.now()
-        instances = Instance.objects.select_related("resource").in_view(query_bool(request, "include_dead", False), now)
-        return self.rows_response(instances, lambda instance: instance_row(instance, now))
+        instances = Instance.objects.in_view(query_bool(request, "include_dead", False), now)
+        return self.rows_response(instances, lambda page: instance_rows(page, now))
 
     @action(detail=False, methods=["get"])
     def history(self, request):
@@ -118,19 +117,8 @@ class PoolDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def instance_resources(self, request):
         now = clock.now()
-        instances = Instance.objects.select_related("resource").in_view(query_bool(request, "include_dead", True), now)
-        rows = [
-            {
-                "instance_id": instance.instance_id,
-                "host": instance.host,
-                "port": instance.port,
-                "last_seen_at": instance.last_seen_at,
-                "is_alive": instance.is_alive(now),
-                "resource": resource_dict(instance, include_raw=False),
-            }
-            for instance in instances
-        ]
-        return Response({"instances": rows})
+        instances = Instance.objects.in_view(query_bool(request, "include_dead", True), now)
+        return Response({"instances": resource_rows(instances, now)})
 
     @action(detail=False, methods=["get"])
     def instance_loads(self, request):

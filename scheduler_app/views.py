@@ -58,7 +58,8 @@ class ProxyViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="list")
     def list_proxies(self, request):
         now = clock.now()
-        return self.rows_response(proxies_in_view(request, False, now), lambda proxy: proxy_row(proxy, now))
+        return self.rows_response(proxies_in_view(request, False, now),
+                                  lambda page: [proxy_row(proxy, now) for proxy in page])
 
     @action(detail=False, methods=["get"])
     def history(self, request):

@@ -1,0 +1,88 @@
+"""The Proxy's instance lists, built from database rows (SPEC 3: ``/v1/instance/list``,
+``/debug/instance_resources``).
+
+A full list of 10,000 instances is 26 MB of JSON, nearly all of it the
+stored snapshots. The rows come straight from the driver (no model
+instances, no converters), and every JSON column (the snapshot, endpoints,
+tags, meta) goes into the answer as the text it is stored as
+(``orjson.Fragment``), never decoded and encoded again. Only capabilities
+are parsed: list rows show them with every field present (SPEC 3.2).
+"""
+
+import orjson
+
+from controlplane import liveness
+from controlplane.queries import as_text, raw_rows
+from proxy_app.capabilities import full_view
+from proxy_app.models import Instance
+from proxy_app.normalise import RESOURCE_FIELDS
+
+EMPTY_OBJECT = orjson.Fragment(b"{}")
+COLUMNS = (
+    "instance_id", "host", "port", "endpoints_text", "tags_text", "weight", "meta_text", "capabilities_text",
+    "capability_fingerprint", "registered_at", "last_seen_at", "inflight", "qps_1m", "gpu_util",
+    "resource__instance_id", *(f"resource__{name}" for name in RESOURCE_FIELDS),
+)
+
+
+def _fragment(text):
+    return None if text is None else orjson.Fragment(text)
+
+
+def _with_text_columns(queryset, raw):
+    texts = {"endpoints_text": as_text("endpoints"), "tags_text": as_text("tags"), "meta_text": as_text("meta"),
+             "capabilities_text": as_text("capabilities")}
+    if raw:
+        texts["raw_text"] = as_text("resource__raw_resource")
+    return queryset.annotate(**texts)
+
+
+def instance_rows(queryset, now):
+    """Rows of ``/v1/instance/list`` for the instances of ``queryset``, in its order."""
+    ttl_s, interval_s = Instance.ttl_s(), Instance.heartbeat_interval_s()
+    rows = []
+    for (instance_id, host, port, endpoints, tags, weight, meta, capabilities, fingerprint, registered_at,
+         last_seen_at, inflight, qps_1m, gpu_util, resource_id, *resource) in raw_rows(
+            _with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text")):
+        raw = resource.pop()
+        rows.append({
+            "instance_id": instance_id,
+            "host": host,
+            "port": port,
+            "endpoints": _fragment(endpoints),
+            "tags": _fragment(tags),
+            "weight": weight,
+            "meta": _fragment(meta),
+            "registered_at": registered_at,
+            "last_seen_at": last_seen_at,
+            "status": liveness.status_at(last_seen_at, now, ttl_s, interval_s).value,
+            "is_alive": liveness.is_alive(last_seen_at, now, ttl_s),
+            "capabilities": full_view(orjson.loads(capabilities)) if capabilities else None,
+            "capability_fingerprint": fingerprint,
+            "load": {"inflight": inflight, "qps_1m": qps_1m, "gpu_util": gpu_util},
+            "resource": _resource(resource_id, resource, raw),
+        })
+    return rows
+
+
+def resource_rows(queryset, now):
+    """Rows of ``/debug/instance_resources``: the resource without the raw snapshot."""
+    ttl_s = Instance.ttl_s()
+    columns = ("instance_id", "host", "port", "last_seen_at", "resource__instance_id",
+               *(f"resource__{name}" for name in RESOURCE_FIELDS))
+    rows = []
+    for instance_id, host, port, last_seen_at, resource_id, *resource in raw_rows(queryset.values_list(*columns)):
+        row = _resource(resource_id, resource, None)
+        row.pop("raw_resource")
+        rows.append({"instance_id": instance_id, "host": host, "port": port, "last_seen_at": last_seen_at,
+                     "is_alive": liveness.is_alive(last_seen_at, now, ttl_s), "resource": row})
+    return rows
+
+
+def _resource(resource_id, values, raw):
+    """The SPEC 3.1 fields (nulls before the first snapshot) and the snapshot as stored."""
+    if resource_id is None:
+        return {**dict.fromkeys(RESOURCE_FIELDS), "raw_resource": EMPTY_OBJECT}
+    row = dict(zip(RESOURCE_FIELDS, values))
+    row["raw_resource"] = _fragment(raw) or EMPTY_OBJECT
+    return row
