@@ -23,15 +23,14 @@ from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.db.models import Case, Count, IntegerField, Q, Value, When
+from django.db.models import Case, Count, IntegerField, Value, When
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import RFC3986_SUBDELIMS
 from django_htmx.http import HttpResponseClientRedirect
 
-from controlplane import liveness
 from controlplane.history import RANGES
-from controlplane.liveness import Status
+from controlplane.liveness import Status, status_q
 
 DEFAULT_RANGE = "15m"
 PER_PAGE_CHOICES = (25, 50, 100, 200)
@@ -118,16 +117,6 @@ def range_choice(query):
 
 
 # --- liveness in list queries -----------------------------------------------------
-
-
-def status_q(status, now, ttl_s, heartbeat_interval_s):
-    """The entries whose status at ``now`` is ``status`` (``liveness.status_at`` as a filter)."""
-    alive_from = now - liveness.alive_window(ttl_s, heartbeat_interval_s)
-    if status == Status.ALIVE:
-        return Q(last_seen_at__gte=alive_from)
-    if status == Status.SUSPECT:
-        return Q(last_seen_at__lt=alive_from) & liveness.alive_q(now, ttl_s)
-    return ~liveness.alive_q(now, ttl_s)
 
 
 def status_counts_aggregates(now, ttl_s, heartbeat_interval_s):

@@ -8,6 +8,7 @@ snapshot and heartbeat posts are by far the most frequent requests.
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane.metrics import MetricsView
@@ -19,6 +20,8 @@ urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(
 urlpatterns += [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for it on every page, the admin's login page included.
+    path("favicon.ico", RedirectView.as_view(url="/static/fleetwatch/favicon.svg", permanent=True)),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

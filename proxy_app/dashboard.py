@@ -14,6 +14,7 @@ Views call one function here and hand its plain values to a template:
 
 from dataclasses import dataclass, replace
 
+import orjson
 from django.db.models import F, Q
 
 from controlplane import liveness
@@ -31,7 +32,7 @@ from proxy_app.capabilities import full_view
 from proxy_app.history import INSTANCES, POOL, latest_pool_resource
 from proxy_app.host_view import host_view, share
 from proxy_app.models import Instance, InstanceStatusChange, SchedulerLinkState
-from proxy_app.serializers import instance_row
+from proxy_app.listing import instance_rows
 
 # The recorder writes a summary every second; an older one means it is not running.
 SUMMARY_MAX_AGE_S = 3.0
@@ -206,7 +207,8 @@ def instance_detail(instance_id, now):
             InstanceStatusChange.objects.filter(instance_id=instance_id)
             .order_by("-at", "-id").values("old_status", "new_status", "reason", "at")[:STATUS_CHANGES_SHOWN]
         ),
-        "row": instance_row(instance, now),
+        # Exactly the instance's /v1/instance/list row, as plain values for the JSON block.
+        "row": orjson.loads(orjson.dumps(instance_rows(Instance.objects.filter(pk=instance.pk), now)[0])),
     }
     return detail
 

@@ -1,18 +1,11 @@
-"""Request bodies of the proxy API (SPEC 3) and the rows it answers with."""
+"""Request bodies of the proxy API (SPEC 3); the rows it answers with are built in ``proxy_app.listing``."""
 
 from rest_framework import serializers
 
 from controlplane.fields import StrictCharField
 from controlplane.models import NAME_LENGTH
-from controlplane.serializers import (
-    HeartbeatSerializerBase,
-    RegisterSerializerBase,
-    endpoint_row,
-    entry_id_field,
-    load_dict,
-)
+from controlplane.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
 from proxy_app.capabilities import CapabilityError, full_view, parse_capabilities
-from proxy_app.normalise import RESOURCE_FIELDS
 
 FINGERPRINT_LENGTH = len("sha256:") + 64
 
@@ -104,32 +97,3 @@ class SnapshotSerializer(serializers.BaseSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return {"instance_id": instance_id, "snapshot": snapshot, "metadata": metadata}
-
-
-# --- answers ------------------------------------------------------------------
-
-EMPTY_RESOURCE = {**{name: None for name in RESOURCE_FIELDS}, "raw_resource": {}}
-
-
-def resource_dict(instance, include_raw=True):
-    """The SPEC 3.1 fields of an instance's latest resource (nulls before the first)."""
-    resource = instance.latest_resource
-    if resource is None:
-        row = dict(EMPTY_RESOURCE)
-    else:
-        row = {name: getattr(resource, name) for name in RESOURCE_FIELDS}
-        row["raw_resource"] = resource.raw_resource
-    if not include_raw:
-        row.pop("raw_resource")
-    return row
-
-
-def instance_row(instance, now):
-    """One row of ``/v1/instance/list``."""
-    return {
-        **endpoint_row(instance, now),
-        "capabilities": full_view(instance.capabilities),
-        "capability_fingerprint": instance.capability_fingerprint,
-        "load": load_dict(instance),
-        "resource": resource_dict(instance),
-    }

@@ -198,7 +198,7 @@ class Browser:
                                             base_url=base_url)
         self.page = self.context.new_page()
         self.errors = []
-        self.expected_missing = {"/favicon.ico"}  # Django's admin pages (the login form) have no icon
+        self.expected_missing = set()
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
 

@@ -128,6 +128,10 @@ class Command(BaseCommand):
                 supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
 
         self.stdout.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
+        if "proxy" in roles:
+            self.stdout.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
+        if settings.FLEETWATCH_AUTH:
+            self.stdout.write("  the pages need a staff login: ./fw manage createsuperuser (once)")
         self.stdout.flush()
         code = supervisor.watch()
         self.stdout.write("Fleetwatch stopped.")
