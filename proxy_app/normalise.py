@@ -188,8 +188,12 @@ def normalise_snapshot(snapshot, metadata, received_at):
     free = number(memory.get("free_mb"))
     free_ratio = number(hint.get("memory_free_ratio"))
     if free_ratio is None and free is not None and total:
-        free_ratio = round(free / total, 4)
-    admission = text(hint.get("admission_state"), 32)
+        # Through number(): over a tiny total the quotient overflows to inf.
+        free_ratio = number(round(free / total, 4))
+    # Lower-cased before it is cut to the column's 32 characters: lower() can
+    # lengthen text ("İ" becomes two characters), past what the column holds.
+    admission = text(hint.get("admission_state"))
+    admission = text(admission.lower(), 32) if admission else None
 
     columns = {
         "cpu_util": number(cpu.get("utilization_pct")),
@@ -200,7 +204,7 @@ def normalise_snapshot(snapshot, metadata, received_at):
         **_gpu_columns(devices, integer(snapshot.get("timestamp_ms"))),
         "network_rx_mbps": number(interface.get("rx_mbps")),
         "network_tx_mbps": number(interface.get("tx_mbps")),
-        "admission_state": admission.lower() if admission else None,
+        "admission_state": admission,
         "resource_ts_ms": integer(snapshot.get("timestamp_ms")),
         "resource_reported_at": float(received_at),
         "resource_report_monotonic_ms": integer(metadata.get("report_monotonic_ms")),
