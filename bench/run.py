@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""Every figure of issue 12's table, measured side by side in one run.
+
+    .venv/bin/python bench/run.py [--database-url URL] [--server granian|gunicorn] [--workers N]
+                                  [--seconds 10] [--rounds 3] [--pool-size 10000] [--skip-history]
+
+One fresh deployment (SQLite by default), its web server run as ``up`` runs
+it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
+
+1. snapshot ingest (auth on, an ``instance`` token, ~6 KB bodies cycling
+   over 1,000 instances) against the same server's ``/healthz``, rounds
+   alternating; the server's CPU time per request (all its processes);
+2. heartbeats; ingest with auth off (a second server on the same database,
+   alternated with the first); ingest with the series recorder running;
+3. at ``--pool-size`` reporting instances: ``GET /debug/pool_resource`` at
+   concurrency 4 (fresh on every read), the full ``/v1/instance/list``, one
+   page of 100 at offset 5,000, the pool page and its rows fragment;
+4. history: 24 h of minute rollups and 15 min of full resolution for every
+   instance of the pool (generated in the database), the read time of each
+   history endpoint, and the disk they take per instance-day.
+
+Targets are the issue's: ingest ≥ 0.6 × /healthz, ≤ 0.25 ms server CPU per
+ingest, pool_resource p50 ≤ 10.5 ms (a tenth of the original's 105 ms in
+the issue's run; the original cannot run here), full list ≤ 0.23 s, a page
+≤ 15 ms, history reads < 50 ms, pool page < 100 ms, auth within 10 %.
+"""
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    Deployment,
+    Recorder,
+    WebServer,
+    measured,
+    register_instances,
+    seed_pool,
+    snapshot_body_template,
+    timed_gets,
+    wrk,
+)
+from bench.history_seed import seed_history  # noqa: E402
+
+INGEST_PATH = "/v1/instance/resource_snapshot"
+HEARTBEAT_BODY = '{"instance_id": "__ID__", "inflight": 3, "qps_1m": 1.5}'
+rows = []
+
+
+def row(what, figure, target=None, ok=None):
+    verdict = "" if ok is None else ("PASS" if ok else "FAIL")
+    rows.append((what, figure, target or "", verdict))
+    print(f"  {what:58s} {figure:>22s}  {target or '':>16s}  {verdict}", flush=True)
+
+
+def throughput(args, on, off, token):
+    """Ingest against /healthz on the auth-on server, and auth off on the second server, alternating."""
+    body = snapshot_body_template()
+    wrk(on.url, "GET", "/healthz", 2)
+    healthz, ingest, ingest_off, beats = [], [], [], []
+    for round_no in range(1, args.rounds + 1):
+        healthz.append(measured(on, "GET", "/healthz", args.seconds))
+        ingest.append(measured(on, "POST", INGEST_PATH, args.seconds, body=body, token=token))
+        ingest_off.append(measured(off, "POST", INGEST_PATH, args.seconds, body=body))
+        beats.append(measured(on, "POST", "/v1/instance/heartbeat", args.seconds, body=HEARTBEAT_BODY, token=token))
+        print(f"  round {round_no}: /healthz {healthz[-1]['rps']:.0f}/s ({healthz[-1]['cpu_ms']:.3f} ms CPU), "
+              f"ingest {ingest[-1]['rps']:.0f}/s ({ingest[-1]['cpu_ms']:.3f} ms), auth off {ingest_off[-1]['rps']:.0f}/s, "
+              f"heartbeats {beats[-1]['rps']:.0f}/s", flush=True)
+        for result in (ingest[-1], ingest_off[-1], beats[-1]):
+            if result["non_2xx"] or result["socket_errors"]:
+                raise SystemExit(f"non-2xx or socket errors during the load: {result}")
+    median = lambda runs, key="rps": statistics.median(r[key] for r in runs)  # noqa: E731
+    ratio = statistics.median(i["rps"] / h["rps"] for i, h in zip(ingest, healthz))
+    row("/healthz (the same server)", f"{median(healthz):,.0f} req/s")
+    row("snapshot ingest (auth on)", f"{median(ingest):,.0f} req/s")
+    row("  ingest / /healthz (median of rounds)", f"{ratio:.2f}", "≥ 0.60", ratio >= 0.6)
+    cpu = median(ingest, "cpu_ms")
+    row("server CPU per ingest", f"{cpu:.3f} ms", "≤ 0.25 ms", cpu <= 0.25)
+    row("server CPU per /healthz", f"{median(healthz, 'cpu_ms'):.3f} ms")
+    auth_ratio = statistics.median(i["rps"] / o["rps"] for i, o in zip(ingest, ingest_off))
+    row("ingest auth on / auth off", f"{auth_ratio:.2f}", "≥ 0.90", auth_ratio >= 0.9)
+    row("heartbeats (auth on)", f"{median(beats):,.0f} req/s")
+    latency = statistics.median(i["p99_us"] for i in ingest) / 1000
+    row("ingest p50 / p99 latency at c16", f"{median(ingest, 'p50_us') / 1000:.1f} / {latency:.1f} ms")
+    return median(ingest)
+
+
+def with_recorder(args, deployment, on, token, without):
+    recorder = Recorder(deployment)
+    try:
+        runs = [measured(on, "POST", INGEST_PATH, args.seconds, body=snapshot_body_template(), token=token)
+                for _ in range(args.rounds)]
+    finally:
+        recorder.stop()
+    rps = statistics.median(r["rps"] for r in runs)
+    row("ingest with the series recorder running", f"{rps:,.0f} req/s ({rps / without:.2f}×)", "≥ 0.90×",
+        rps / without >= 0.9)
+
+
+def pool_reads(args, deployment, on, off, reader):
+    seed_pool(deployment, args.pool_size)
+    size = f"{args.pool_size:,}"
+    result = wrk(on.url, "GET", "/debug/pool_resource", args.seconds, token=reader, threads=1, connections=4)
+    p50 = result["p50_us"] / 1000
+    row(f"GET /debug/pool_resource, {size} instances, c4: p50", f"{p50:.1f} ms", "≤ 10.5 ms", p50 <= 10.5)
+    full = timed_gets(on.url, "/v1/instance/list?include_dead=true", 5, token=reader)
+    size_mb = len(requests.get(on.url + "/v1/instance/list?include_dead=true",
+                               headers={"Authorization": f"Bearer {reader}"}, timeout=120).content) / 2**20
+    row(f"full GET /v1/instance/list, {size} instances ({size_mb:.0f} MB)", f"{full['p50'] / 1000:.2f} s",
+        "≤ 0.23 s", full["p50"] <= 230)
+    page = timed_gets(on.url, "/v1/instance/list?include_dead=true&limit=100&offset=5000", 30, token=reader)
+    row("one page of 100 at offset 5,000", f"{page['p50']:.1f} ms", "≤ 15 ms", page["p50"] <= 15)
+    recorder = Recorder(deployment)  # the pages read its newest pool summary, as under up
+    try:
+        for path in ("/pool/", "/pool/rows", "/pool/rows?sort=cpu&page=150"):
+            timing = timed_gets(off.url, path, 30)
+            row(f"dashboard {path}, {size} instances", f"{timing['p50']:.1f} ms", "< 100 ms", timing["p50"] < 100)
+    finally:
+        recorder.stop()
+
+
+def history_reads(args, deployment, on, reader):
+    disk = seed_history(deployment, args.pool_size)
+    for label, per_instance_day in disk:
+        row(f"disk: {label}", f"{per_instance_day / 1024:.0f} KiB/instance")
+    total = sum(figure for _, figure in disk)
+    row("disk per instance for the default windows", f"{total / 2**20:.2f} MiB")
+    middle = f"pool-{args.pool_size // 2}"
+    for path, params in (("/v1/instance/history", f"instance_id={middle}&"),
+                         ("/debug/pool_resource/history", ""), ("/v1/proxy/history", "proxy_id=pxy-bench&")):
+        for range_name in ("15m", "24h"):
+            timing = timed_gets(on.url, f"{path}?{params}range={range_name}", 20, token=reader)
+            row(f"GET {path} range={range_name}", f"{timing['p50']:.1f} ms", "< 50 ms", timing["p50"] < 50)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--server", choices=("granian", "gunicorn"), default="granian")
+    parser.add_argument("--workers", type=int, default=None, help="default: one per CPU (as up)")
+    parser.add_argument("--threads", type=int, default=1, help="granian blocking threads per worker")
+    parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pool-size", type=int, default=10_000)
+    parser.add_argument("--skip-history", action="store_true", help="leave out the day of history (slow to seed)")
+    args = parser.parse_args()
+
+    deployment = Deployment(args.database_url, FLEETWATCH_RATE_LIMIT=0)
+    token = deployment.token("instance", "bench-agents")
+    reader = deployment.token("read", "bench-reader")
+    on = WebServer(deployment, args.server, args.workers, args.threads)
+    off = WebServer(deployment, args.server, args.workers, args.threads, env={"FLEETWATCH_AUTH": "off"})
+    try:
+        print(f"database {deployment.vendor}; {on.label}; wrk -t2 -c16, {args.seconds} s runs, "
+              f"{args.rounds} rounds", flush=True)
+        register_instances(on.url, 1000, token)
+        ingest = throughput(args, on, off, token)
+        with_recorder(args, deployment, on, token, ingest)
+        pool_reads(args, deployment, on, off, reader)
+        if not args.skip_history:
+            history_reads(args, deployment, on, reader)
+    finally:
+        on.stop()
+        off.stop()
+        deployment.cleanup()
+    print("\n| what | measured | target | verdict |\n|---|---|---|---|")
+    for what, figure, target, verdict in rows:
+        print(f"| {what.strip()} | {figure} | {target} | {verdict} |")
+
+
+if __name__ == "__main__":
+    main()
