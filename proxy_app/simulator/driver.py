@@ -334,8 +334,12 @@ class FleetDriver:
         self.stats.note(event, skipped)
 
     def _schedule_next(self, state):
-        if not self.stopping and state.retry_at is not None:
-            self._skip_slots(state, state.retry_at, "backoff_slots")
+        if not self.stopping:
+            if state.retry_at is not None:
+                self._skip_slots(state, state.retry_at, "backoff_slots")
+            # A round that outlasted its next slots (a slow answer) skips them
+            # here, so that a timer's lag is the event loop's own.
+            self._skip_slots(state, self._loop.time(), "skipped_slots")
         if self.stopping or not self._more_slots(state):
             self._finish(state)
             return
