@@ -17,6 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from controlplane.models import ApiToken
+from controlplane.tokens import Scope
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TIMEOUT_S = 60
@@ -44,8 +47,10 @@ def simulate(proxy_url, tmp_path):
     return _simulate
 
 
-def listed(url, prefix="sim-"):
-    response = requests.get(url + "/v1/instance/list", params={"include_dead": "true"}, timeout=TIMEOUT_S)
+def listed(url, prefix="sim-", token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = requests.get(url + "/v1/instance/list", params={"include_dead": "true"}, headers=headers,
+                            timeout=TIMEOUT_S)
     assert response.status_code == 200, response.text
     return {row["instance_id"]: row for row in response.json() if row["instance_id"].startswith(prefix)}
 
@@ -109,6 +114,26 @@ def test_the_proxy_takes_a_restarted_hosts_reports_as_new(simulate, proxy_url):
     assert summary["errors"] == 0
     assert sum(row["resource"]["report_seq"] for row in rows.values()) < summary["requests"]["snapshot"][
         "acknowledged"]
+
+
+def test_it_reports_with_a_bearer_token_when_auth_is_on(simulate, proxy_url, settings):
+    settings.FLEETWATCH_AUTH = True
+    _, secret = ApiToken.objects.issue("simulator", Scope.INSTANCE)
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+                          "--token", secret)
+
+    assert summary["errors"] == 0 and summary["requests"]["register"]["acknowledged"] == 3
+    assert sorted(listed(proxy_url, token=secret)) == ["sim-00000", "sim-00001", "sim-00002"]
+
+
+def test_without_a_token_it_counts_the_proxys_refusals(simulate, settings, tmp_path):
+    settings.FLEETWATCH_AUTH = True
+    with pytest.raises(CommandError, match="http_401"):
+        simulate("--instances", "2", "--interval-ms", "100", "--rounds", "2", "--calm")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+
+    assert summary["acknowledged"] == 0
+    assert summary["errors_by_kind"] == {"http_401": summary["sent"]}
 
 
 def closed_port():
