@@ -8,12 +8,13 @@ unregisters on a clean stop. One request at a time per instance.
 
 Scheduling: instance ``i`` of ``N`` reports at ``t0 + i/N × interval`` plus
 whole intervals, so the load is spread evenly over the interval whichever
-process runs the instance. Each pending round is a timer on the event loop
-(``loop.call_at``), not a sleeping task; a round that overruns its next slot
-skips that slot rather than bursting to catch up, and the lag between a
-slot and its start is recorded (a client that cannot keep up shows there
-first). All requests share one aiohttp session with a bounded pool of
-keep-alive connections.
+process runs the instance; a large fleet starts over a ramp (an even share
+registers each interval). Each pending round is a timer on the event loop
+(``loop.call_at``), not a sleeping task. A round that outlasts its next
+slots skips them rather than bursting to catch up; how late each timer fired
+is recorded, so a client short of CPU shows it. All requests share one
+aiohttp session with a bounded pool of keep-alive connections; when every
+connection is busy a report slot is shed rather than queued behind them.
 """
 
 from __future__ import annotations
