@@ -230,3 +230,47 @@ class AgentProcess(ChildProcess):
         response = self.get("/v1/resource/snapshot")
         assert response.status_code == 200, response.text
         return response.json()
+
+
+class Nginx(ChildProcess):
+    """Debian's nginx in front of several web processes: the documented production shape."""
+
+    kind = "nginx"
+
+    def __init__(self, tmp_path, upstreams, port=None):
+        self.port = port or free_port()
+        self.prefix = Path(tmp_path) / f"nginx-{self.port}"
+        (self.prefix / "logs").mkdir(parents=True, exist_ok=True)
+        self.log_path = self.prefix / "logs" / "nginx.log"
+        servers = "\n".join(f"        server {upstream};" for upstream in upstreams)
+        (self.prefix / "nginx.conf").write_text(f"""
+worker_processes 1;
+error_log {self.prefix}/logs/error.log warn;
+pid {self.prefix}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {self.prefix}/body;
+    proxy_temp_path {self.prefix}/proxy;
+    fastcgi_temp_path {self.prefix}/fastcgi;
+    uwsgi_temp_path {self.prefix}/uwsgi;
+    scgi_temp_path {self.prefix}/scgi;
+    upstream fleetwatch {{
+{servers}
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{self.port};
+        client_max_body_size 256k;
+        location / {{
+            proxy_pass http://fleetwatch;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host 127.0.0.1;
+        }}
+    }}
+}}
+""")
+
+    def argv(self):
+        return ["nginx", "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"), "-g", "daemon off;"]
