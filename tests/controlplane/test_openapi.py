@@ -91,10 +91,16 @@ def test_it_documents_the_compat_answers(schema):
 
 
 def test_it_declares_the_snapshot_body_checked_by_hand(schema):
-    body = schema["components"]["schemas"]["SnapshotRequest"]
+    components = schema["components"]["schemas"]
+    body = components["SnapshotRequest"]
     assert body["required"] == ["instance_id", "snapshot"]
-    assert body["properties"]["snapshot"]["type"] == "object"
-    assert body["properties"]["metadata"]["nullable"] is True
+    assert body["properties"]["snapshot"] == {"$ref": "#/components/schemas/ResourceSnapshot"}
+    snapshot, metadata = components["ResourceSnapshot"], components["ReportMetadata"]
+    assert snapshot["type"] == "object" and metadata["type"] == "object" and metadata["nullable"] is True
+    # Where the Proxy reads, any JSON is still accepted: no member has a type.
+    assert "type" not in snapshot["properties"]["devices"]["properties"]["cpu"]["properties"]["utilization_pct"]
+    assert set(metadata["properties"]) == {"reported_instance_id", "report_monotonic_ms", "report_wall_time_ms",
+                                           "agent_snapshot_timestamp_ms", "report_seq"}
 
 
 def test_it_serves_the_schema_and_the_docs_page_without_a_cdn(client):
