@@ -231,7 +231,7 @@ BAD_REQUEST = OpenApiResponse(
     description="Validation error: malformed JSON, a wrong type, an out-of-range value or query parameter, "
                 "text with NUL or unpaired surrogate characters, or JSON nested over 64 levels.",
 )
-UNAUTHORIZED = OpenApiResponse(UnauthorizedBody, description="No valid token (answered with `WWW-Authenticate: Bearer`).")
+UNAUTHORIZED = OpenApiResponse(UnauthorizedBody, description="No valid token (with `WWW-Authenticate: Bearer`).")
 FORBIDDEN = OpenApiResponse(ForbiddenBody, description="Not allowed with these credentials.")
 NOT_FOUND = OpenApiResponse(NotFoundBody, description="Unknown id.")
 METHOD_NOT_ALLOWED = OpenApiResponse(
@@ -266,6 +266,7 @@ def write_errors():
 
 
 def described(answer, description="OK."):
+    """An answer with a description (Swagger UI shows an empty one otherwise)."""
     return answer if isinstance(answer, OpenApiResponse) else OpenApiResponse(answer, description=description)
 
 
@@ -385,14 +386,13 @@ class FigureRange(serializers.DictField):
         super().__init__(child=serializers.FloatField(allow_null=True), **kwargs)
 
 
-def history_point(name, figures, admission, help_texts=None):
+def history_point(name, figures, admission):
     """A history point (SPEC 9): ``t``, each figure (null where the input was), the admission state,
     and over minutes the ``min`` and ``max`` of each figure."""
-    help_texts = help_texts or {}
     fields = {
         "__doc__": "One point of a series, oldest first. A figure is null where its input was null.",
         "t": serializers.FloatField(help_text="Epoch seconds: the sample, or the start of the point's minutes."),
-        **{figure: nullable_number(help_texts.get(figure, "")) for figure in figures},
+        **{figure: nullable_number() for figure in figures},
         admission: nullable_text("The worst admission state of the point."),
         "min": FigureRange(required=False, help_text="Minute resolution only: the lowest value of each figure."),
         "max": FigureRange(required=False, help_text="Minute resolution only: the highest value of each figure."),
@@ -415,9 +415,8 @@ def history_answer(name, key, point):
 
 class Health(serializers.Serializer):
     ok = Const(True)
-    ttl_s = serializers.IntegerField(help_text="The instance TTL when this process runs the proxy role, else the proxy TTL.")
-    roles = serializers.ListField(child=serializers.ChoiceField(choices=["proxy", "scheduler"]),
-                                  help_text="FLEETWATCH_ROLES of this process.")
+    ttl_s = serializers.IntegerField(help_text="The instance TTL where this process is a Proxy, else the proxy TTL.")
+    roles = serializers.ListField(child=serializers.CharField(), help_text="FLEETWATCH_ROLES: `proxy`, `scheduler`.")
 
 
 health_schema = extend_schema(

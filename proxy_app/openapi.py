@@ -45,7 +45,6 @@ from proxy_app.serializers import HeartbeatSerializer, InstanceIdSerializer, Reg
 
 INSTANCES = ["instances"]
 POOL = ["pool (debug)"]
-FINGERPRINT = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 UNKNOWN_INSTANCE_HELP = (
     "compat: an instance this Proxy does not know (never registered, unregistered, or expired) is "
     "answered **200** `{\"ok\": false, \"error\": \"unknown_instance\"}`; the agent then re-registers."
@@ -275,11 +274,16 @@ UNREGISTER_EXAMPLE = OpenApiExample("Leave", request_only=True, value={"instance
 # --- answers ---------------------------------------------------------------------------------
 
 
+def fingerprint_field(help_text):
+    """A stored capability fingerprint (SPEC 3.2), or null."""
+    return serializers.RegexField(r"^sha256:[0-9a-f]{64}$", allow_null=True, help_text=help_text)
+
+
 class InstanceRegistered(serializers.Serializer):
     instance_id = serializers.CharField(help_text="As sent, or `hp_{host}:{port}` when sent null or \"\".")
     heartbeat_interval_s = serializers.IntegerField(min_value=1, max_value=10, help_text="min(10, max(1, ttl_s // 3)).")
     ttl_s = serializers.IntegerField()
-    capability_fingerprint = serializers.CharField(allow_null=True, help_text="Null without capabilities.")
+    capability_fingerprint = fingerprint_field("Null without capabilities.")
 
 
 class UnknownInstance(serializers.Serializer):
@@ -297,7 +301,7 @@ class CapabilityFingerprintRejected(serializers.Serializer):
     error = serializers.ChoiceField(choices=["capability_fingerprint_unknown", "capability_fingerprint_mismatch"],
                                     help_text="`…_unknown`: none stored; `…_mismatch`: others stored.")
     requires_capabilities = Const(True)
-    expected_fingerprint = serializers.CharField(allow_null=True, help_text="The stored one; null when none.")
+    expected_fingerprint = fingerprint_field("The stored one; null when none.")
     reported_fingerprint = serializers.CharField(help_text="The one sent.")
 
 
@@ -359,7 +363,7 @@ class InstanceRow(RegisteredEntryRow):
 
     instance_id = serializers.CharField()
     capabilities = CapabilitiesFullView()
-    capability_fingerprint = serializers.CharField(allow_null=True)
+    capability_fingerprint = fingerprint_field("Of the stored capabilities; null without.")
     load = InstanceLoad()
     resource = InstanceResourceWithRaw()
 

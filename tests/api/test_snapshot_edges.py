@@ -11,7 +11,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def quiet_instance(api, frozen):
     """An instance past its TTL: its next snapshot takes the slower path that revives it."""
-    assert api.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000}).status_code == 200
+    response = api.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000})
+    assert response.status_code == 200, response.content
     frozen.shift(31)
     return "i-1"
 

@@ -69,8 +69,8 @@ def snapshot_of(leaf, other):
 def metadata_of(leaf, other):
     members = {key: leaf for key in ("report_monotonic_ms", "report_wall_time_ms", "agent_snapshot_timestamp_ms",
                                      "report_seq")}
-    return mostly(st.fixed_dictionaries({}, optional={**members, "reported_instance_id": st.text(max_size=300) | other}),
-                  other)
+    members["reported_instance_id"] = st.text(max_size=300) | other
+    return mostly(st.fixed_dictionaries({}, optional=members), other)
 
 
 INTEGER_RANGES = BaseDatabaseOperations.integer_field_ranges
