@@ -202,7 +202,9 @@ CACHES = {
     "ratelimit": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("FLEETWATCH_REDIS_URL")}
         if env_str("FLEETWATCH_REDIS_URL") else
-        {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "ratelimit")}
+        {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "ratelimit"),
+         # Counters expire with their window; culling early would only forget live ones.
+         "OPTIONS": {"MAX_ENTRIES": 1_000_000}}
     ),
 }
 
