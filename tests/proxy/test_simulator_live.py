@@ -15,7 +15,6 @@ import pytest
 import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from controlplane.models import ApiToken
 from controlplane.tokens import Scope
@@ -157,16 +156,3 @@ def test_it_fails_with_the_errors_by_kind_when_the_proxy_is_unreachable(tmp_path
 def test_it_refuses_more_processes_than_instances():
     with pytest.raises(CommandError, match="--processes"):
         call_command("simulate_fleet", "--instances", "2", "--processes", "3", stdout=io.StringIO())
-
-
-@pytest.mark.skipif(connection.vendor == "sqlite", reason="the in-memory SQLite test database has one connection, "
-                    "shared by the live server's threads: two processes would reach it at once")
-def test_two_processes_drive_one_proxy(simulate, proxy_url):
-    summary, _ = simulate("--instances", "6", "--interval-ms", "300", "--rounds", "3", "--calm", "--processes", "2",
-                          "--no-unregister")
-    rows = listed(proxy_url)
-
-    assert summary["processes"] == 2 and summary["errors"] == 0
-    assert sorted(rows) == [f"sim-0000{i}" for i in range(6)]
-    assert sum(row["resource"]["report_seq"] for row in rows.values()) == summary["requests"]["snapshot"][
-        "acknowledged"]
