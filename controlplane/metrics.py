@@ -25,7 +25,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication
+from controlplane.openapi import ERROR_HEADERS, read_errors
 from controlplane.roles import role_apps
+from controlplane.viewsets import MethodFirstMixin
 
 REQUESTS = Counter("fleetwatch_http_requests", "HTTP requests answered.", ["view", "method", "status"])
 DURATION = Histogram(
@@ -85,7 +87,7 @@ class _Forward:
         return self.registry.collect()
 
 
-class MetricsView(APIView):
+class MetricsView(MethodFirstMixin, APIView):
     """``GET /metrics``: any valid token or a staff session may read it (SPEC 10)."""
 
     authentication_classes = [BearerTokenAuthentication, StaffSessionAuthentication]
@@ -94,10 +96,12 @@ class MetricsView(APIView):
     write_scope = None
 
     @extend_schema(
-        summary="Prometheus metrics",
-        description="The fleet's state and the request counters, in the Prometheus text format (SPEC 11).",
+        operation_id="metrics", summary="Prometheus metrics",
+        description="The fleet's state and the request counters, in the Prometheus text format (SPEC 11)."
+                    "\n\nNeeds a token of any scope, or a staff session.",
+        parameters=ERROR_HEADERS,
         responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="Prometheus exposition text"),
-                   401: OpenApiResponse(description="No token, or one that is unknown or revoked.")},
+                   **read_errors()},
     )
     def get(self, request):
         from django.conf import settings

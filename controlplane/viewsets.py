@@ -85,7 +85,17 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
         return renderer, renderer.media_type
 
 
-class ControlPlaneViewSet(viewsets.ViewSet):
+class MethodFirstMixin:
+    """A method the endpoint does not serve is a 405 whoever asks: checked
+    before authentication, so it never reads as a 401 or 403."""
+
+    def initial(self, request, *args, **kwargs):
+        if getattr(self, request.method.lower(), None) is None:
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
+
+
+class ControlPlaneViewSet(MethodFirstMixin, viewsets.ViewSet):
     """Base of every API endpoint: JSON in and out, the SPEC error envelope, one access policy.
 
     A subclass names the token scope its writes need (``write_scope``);
@@ -97,13 +107,6 @@ class ControlPlaneViewSet(viewsets.ViewSet):
     throttle_classes = [WriteRateThrottle]
     content_negotiation_class = JSONOnlyNegotiation
     write_scope = None
-
-    def initial(self, request, *args, **kwargs):
-        # A method the endpoint does not serve is a 405 whoever asks: checked
-        # before authentication, so it never reads as a 401 or 403.
-        if getattr(self, request.method.lower(), None) is None:
-            raise exceptions.MethodNotAllowed(request.method)
-        super().initial(request, *args, **kwargs)
 
     def rows_response(self, queryset, rows):
         """A list endpoint's answer: the bare array SPEC asks for, or with

@@ -101,3 +101,10 @@ def test_it_needs_a_token_or_a_staff_session(api, admin_client, frozen):
     assert admin_client.get("/metrics").status_code == 200
     for scope in ("read", "instance", "proxy"):
         assert api.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {api.token(scope)}").status_code == 200
+
+
+def test_it_answers_another_method_with_405_whoever_asks(api, frozen):
+    for extra in ({}, {"HTTP_AUTHORIZATION": f"Bearer {api.token('read')}"}):
+        response = api.client.post("/metrics", data="{}", content_type="application/json", **extra)
+        assert response.status_code == 405
+        assert response.json()["error"] == "method_not_allowed"
