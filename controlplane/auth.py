@@ -110,32 +110,45 @@ class ScopedAccess(permissions.BasePermission):
     message = "forbidden"
 
     def has_permission(self, request, view):
-        if not settings.FLEETWATCH_AUTH:
-            return True
         grant = request.auth if isinstance(request.auth, Grant) else None
-        if grant is None and from_trusted_network(request):
-            request.auth = TRUSTED_NETWORK
-            return True
-        if request.method in permissions.SAFE_METHODS:
-            user = request.user
-            return grant is not None or bool(user and user.is_authenticated and user.is_staff)
-        if grant is None or grant.scope != view.write_scope:
-            return False
-        if grant.scope == Scope.INSTANCE and grant.instance_ids:
-            instance_id = instance_id_of(request.data)
-            return instance_id is None or grant.allows_instance(instance_id)
-        return True
+        allowed, request.auth = may_access(request, grant, request.data, view.write_scope)
+        return allowed
+
+
+def may_access(request, grant, data, write_scope):
+    """The access policy itself: ``(allowed, grant)`` for a request authenticated as ``grant``
+    (or None); a trusted network's token-less request comes back with a grant of its own."""
+    if not settings.FLEETWATCH_AUTH:
+        return True, grant
+    if grant is None and from_trusted_network(request):
+        return True, TRUSTED_NETWORK
+    if request.method in permissions.SAFE_METHODS:
+        user = request.user
+        return grant is not None or bool(user and user.is_authenticated and user.is_staff), grant
+    if grant is None or grant.scope != write_scope:
+        return False, grant
+    if grant.scope == Scope.INSTANCE and grant.instance_ids:
+        instance_id = instance_id_of(data)
+        return instance_id is None or grant.allows_instance(instance_id), grant
+    return True, grant
+
+
+def write_allowance(request, grant, data):
+    """``(allowed, retry_after_s)`` of a write: the rate limit per token (or address) and instance id."""
+    if not settings.FLEETWATCH_RATE_LIMIT:
+        return True, 0
+    who = f"token{grant.token_id}" if grant is not None and grant.token_id else f"addr{request.META.get('REMOTE_ADDR')}"
+    return ratelimit.COUNTER.hit(f"{who}:{instance_id_of(data)}", clock.now())
 
 
 class WriteRateThrottle(throttling.BaseThrottle):
     """429 with Retry-After once a token (per instance id) passes ``FLEETWATCH_RATE_LIMIT`` writes a window."""
 
     def allow_request(self, request, view):
-        if request.method in permissions.SAFE_METHODS or not settings.FLEETWATCH_RATE_LIMIT:
+        if request.method in permissions.SAFE_METHODS:
             return True
         grant = request.auth if isinstance(request.auth, Grant) else None
-        who = f"token{grant.token_id}" if grant is not None and grant.token_id else f"addr{self.get_ident(request)}"
-        allowed, self.retry_after = ratelimit.COUNTER.hit(f"{who}:{instance_id_of(request.data)}", clock.now())
+        allowed, self.retry_after = write_allowance(request, grant, request.data)
         return allowed
 
     def wait(self):

@@ -526,6 +526,22 @@ class PoolResourceSources(serializers.Serializer):
 
 # --- the operations --------------------------------------------------------------------------
 
+# The snapshot report is served by its own view (proxy_app.views.SnapshotView).
+snapshot_schema = write_operation(
+    "instance_resource_snapshot", "Report a resource snapshot", (
+        "Stores the latest snapshot of an instance and refreshes its last_seen_at. "
+        + UNKNOWN_INSTANCE_HELP + " A report whose `metadata.report_seq` is lower than the stored "
+        "one is answered `{\"ok\": true, \"stale\": true}` and not stored."
+    ), Snapshot, {200: SNAPSHOT_ANSWER}, "instance", tags=INSTANCES,
+    examples=[
+        SNAPSHOT_EXAMPLE,
+        OpenApiExample("Stored", {"ok": True}, response_only=True),
+        OpenApiExample("Late report, not stored", {"ok": True, "stale": True}, response_only=True),
+        OpenApiExample("Unknown instance (compat)", {"ok": False, "error": "unknown_instance"}, response_only=True),
+    ],
+)
+
+
 instance_schema = extend_schema_view(
     register=write_operation(
         "instance_register", "Register an instance", (
@@ -548,19 +564,6 @@ instance_schema = extend_schema_view(
                 "ok": False, "error": "capability_fingerprint_mismatch", "requires_capabilities": True,
                 "expected_fingerprint": "sha256:" + "a" * 64, "reported_fingerprint": "sha256:" + "b" * 64,
             }, response_only=True),
-        ],
-    ),
-    resource_snapshot=write_operation(
-        "instance_resource_snapshot", "Report a resource snapshot", (
-            "Stores the latest snapshot of an instance and refreshes its last_seen_at. "
-            + UNKNOWN_INSTANCE_HELP + " A report whose `metadata.report_seq` is lower than the stored "
-            "one is answered `{\"ok\": true, \"stale\": true}` and not stored."
-        ), Snapshot, {200: SNAPSHOT_ANSWER}, "instance", tags=INSTANCES,
-        examples=[
-            SNAPSHOT_EXAMPLE,
-            OpenApiExample("Stored", {"ok": True}, response_only=True),
-            OpenApiExample("Late report, not stored", {"ok": True, "stale": True}, response_only=True),
-            OpenApiExample("Unknown instance (compat)", {"ok": False, "error": "unknown_instance"}, response_only=True),
         ],
     ),
     unregister=write_operation(

@@ -2,13 +2,16 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from proxy_app import agent_pages, pages
-from proxy_app.views import InstanceViewSet, PoolDebugViewSet
+from proxy_app.views import InstanceViewSet, PoolDebugViewSet, SnapshotView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("v1/instance", InstanceViewSet, basename="instance")
 router.register("debug", PoolDebugViewSet, basename="proxy-debug")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
+    *router.urls,
+]
 
 # The dashboards (SPEC 8): pages, and the fragments and chart data they poll.
 # An instance id may hold any character, "/" included: the page ends in "/",

@@ -5,14 +5,21 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, query_id
+from controlplane.viewsets import (
+    ControlPlaneViewSet,
+    HotWriteView,
+    json_response,
+    ok_response,
+    query_bool,
+    query_id,
+)
 from proxy_app import pool
 from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.listing import instance_rows, resource_rows
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
-from proxy_app.openapi import instance_schema, pool_debug_schema
+from proxy_app.openapi import instance_schema, pool_debug_schema, snapshot_schema
 from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
@@ -24,6 +31,22 @@ UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
 # How many alive instance ids /debug/status shows (the original CLI's sample).
 SAMPLE_IDS = 10
+
+
+class SnapshotView(HotWriteView):
+    """``POST /v1/instance/resource_snapshot``: most of a Proxy's traffic, so a ``HotWriteView``."""
+
+    write_scope = "instance"
+
+    @snapshot_schema
+    def post(self, request):
+        data = SnapshotSerializer().to_internal_value(request.data)
+        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
+        if result is IngestResult.UNKNOWN:
+            return json_response(UNKNOWN_INSTANCE)
+        if result is IngestResult.STALE:
+            return json_response({"ok": True, "stale": True})
+        return ok_response()
 
 
 @instance_schema
@@ -62,16 +85,6 @@ class InstanceViewSet(ControlPlaneViewSet):
             "expected_fingerprint": stored,
             "reported_fingerprint": data["capability_fingerprint"],
         })
-
-    @action(detail=False, methods=["post"], url_path="resource_snapshot")
-    def resource_snapshot(self, request):
-        data = self.validated(SnapshotSerializer)
-        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
-        if result is IngestResult.UNKNOWN:
-            return Response(UNKNOWN_INSTANCE)
-        if result is IngestResult.STALE:
-            return Response({"ok": True, "stale": True})
-        return ok_response()
 
     @action(detail=False, methods=["post"])
     def unregister(self, request):
