@@ -281,14 +281,14 @@ import sys, time
 import django
 django.setup()
 from controlplane.admission import Admission
-from proxy_app.models import Instance, InstanceResource
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import normalise_snapshot
 from bench.common import realistic_snapshot
 count = int(sys.argv[1])
 now = time.time()
 states = list(Admission.values)
 Instance.objects.filter(instance_id__startswith="pool-").delete()
-instances, resources = [], []
+instances, resources, snapshots = [], [], []
 for i in range(count):
     snapshot = realistic_snapshot()
     snapshot["devices"]["cpu"]["utilization_pct"] = float(i % 100)
@@ -298,9 +298,11 @@ for i in range(count):
     seen = now - (600 if i % 20 == 0 else i % 10)
     instances.append(Instance(instance_id=f"pool-{i}", host="10.9.0.1", port=1 + i % 65000, registered_at=now,
                               last_seen_at=seen, inflight=i % 7, qps_1m=1.5))
+    snapshots.append(InstanceSnapshot(instance_id=f"pool-{i}", raw_resource=columns.pop("raw_resource")))
     resources.append(InstanceResource(instance_id=f"pool-{i}", has_raw_resource=True, **columns))
 Instance.objects.bulk_create(instances, batch_size=1000)
 InstanceResource.objects.bulk_create(resources, batch_size=500)
+InstanceSnapshot.objects.bulk_create(snapshots, batch_size=500)
 """
 
 

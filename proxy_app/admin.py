@@ -61,8 +61,7 @@ class InstanceAdmin(RegisteredEndpointAdmin):
 
     @admin.display(description="latest snapshot")
     def raw_snapshot(self, obj):
-        resource = obj.latest_resource
-        return pretty_json(resource.raw_resource) if resource else MISSING
+        return pretty_json(obj.raw_resource) if obj.latest_resource else MISSING
 
 
 @admin.register(InstanceResource)
@@ -79,7 +78,7 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         columns = [f.name for f in InstanceResource._meta.concrete_fields
-                   if f.name not in (*self.EPOCH_FIELDS, "raw_resource", "has_raw_resource")]
+                   if f.name not in (*self.EPOCH_FIELDS, "has_raw_resource")]
         return (*columns, "reported_detail", "snapshot_time", "report_wall_time", "raw_json")
 
     def get_readonly_fields(self, request, obj=None):
@@ -104,7 +103,7 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="raw snapshot")
     def raw_json(self, obj):
-        return pretty_json(obj.raw_resource)
+        return pretty_json(obj.instance.raw_resource)
 
 
 @admin.register(InstanceStatusChange)

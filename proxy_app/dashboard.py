@@ -119,9 +119,7 @@ def _pool_order(sort, desc, now):
 def pool_queryset(query, now):
     """The instances ``query`` selects, sorted; the large columns are left in the database."""
     ttl_s, interval_s = _timing()
-    instances = Instance.objects.select_related("resource").defer(
-        "meta", "endpoints", "tags", "capabilities", "resource__raw_resource",
-    )
+    instances = Instance.objects.select_related("resource").defer("meta", "endpoints", "tags", "capabilities")
     if query.status:
         instances = instances.filter(status_q(query.status, now, ttl_s, interval_s))
     if query.admission == UNKNOWN_ADMISSION:
@@ -183,7 +181,7 @@ def pool_rows(query, now):
 
 def instance_detail(instance_id, now):
     """Everything the instance page shows, or None for an unknown id."""
-    instance = Instance.objects.select_related("resource").filter(pk=instance_id).first()
+    instance = Instance.objects.select_related("resource", "snapshot").filter(pk=instance_id).first()
     if instance is None:
         return None
     resource = instance.latest_resource
@@ -195,7 +193,7 @@ def instance_detail(instance_id, now):
         "endpoints": instance.endpoints or [],
         "weight": instance.weight,
         "gpu_util_heartbeat": instance.gpu_util,
-        "host": host_view(resource.raw_resource if resource else {}),
+        "host": host_view(instance.raw_resource),
         "report_seq": resource.report_seq if resource else None,
         "gpu_sample_age_ms": resource.gpu_sample_age_ms if resource else None,
         "gpu_sample_coverage": resource.gpu_sample_coverage if resource else None,

@@ -1,9 +1,10 @@
 """Snapshot ingest (SPEC 3, 3.1): the hot path of the Proxy.
 
 One report is normalised (``normalise_snapshot``, pure), then stored with one
-contact UPDATE and one upsert (on PostgreSQL both in one statement). Only an
-instance that is unknown, or not stored as alive within its TTL, takes the
-slower path that revives it and records its status changes.
+contact UPDATE and two upserts, its columns and the snapshot as sent (on
+PostgreSQL all three in one statement). Only an instance that is unknown,
+or not stored as alive within its TTL, takes the slower path that revives it
+and records its status changes.
 """
 
 import enum
@@ -13,7 +14,7 @@ from django.db import transaction
 
 from controlplane.liveness import ChangeReason
 from proxy_app import ingest_sql
-from proxy_app.models import Instance, InstanceResource
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import normalise_snapshot
 
 
@@ -33,7 +34,9 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
     # Encoded before the transaction: SQLite's write lock is held briefly.
     raw_json = orjson.dumps(columns["raw_resource"]).decode()
     if ingest_sql.one_statement_supported():
-        touched, stored = ingest_sql.touch_and_upsert(Instance, InstanceResource, instance_id, columns, raw_json, now)
+        touched, stored = ingest_sql.touch_and_store(
+            Instance, InstanceResource, InstanceSnapshot, instance_id, columns, raw_json, now
+        )
         if touched:
             return _result(stored)
         contact = Instance.objects.revive  # the contact UPDATE already found it not alive
@@ -42,5 +45,5 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
     with transaction.atomic():
         if not contact(instance_id, now, ChangeReason.SNAPSHOT):
             return IngestResult.UNKNOWN
-        stored = ingest_sql.upsert_latest_resource(InstanceResource, instance_id, columns, raw_json)
+        stored = ingest_sql.store_latest(InstanceResource, InstanceSnapshot, instance_id, columns, raw_json)
     return _result(stored)

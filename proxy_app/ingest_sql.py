@@ -14,7 +14,9 @@ from controlplane.managers import touch_alive_params, touch_alive_sql
 from proxy_app.normalise import RESOURCE_FIELDS
 
 # Columns of the latest-resource upsert, in statement order.
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "raw_resource")
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource")
+# Columns of the snapshot-as-sent upsert.
+SNAPSHOT_COLUMNS = ("instance_id", "raw_resource")
 
 
 def _quoted(names):
@@ -48,20 +50,33 @@ def _upsert_sql(table_name):
     )
 
 
-def _upsert_values(columns, raw_json):
+@functools.lru_cache(maxsize=8)
+def _snapshot_sql(table_name):
+    """The snapshot as sent, written only when its resource was (never for a late report)."""
+    quote = connection.ops.quote_name
+    return (
+        f"INSERT INTO {quote(table_name)} ({_quoted(SNAPSHOT_COLUMNS)}) VALUES (%s, %s) "
+        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {quote('raw_resource')} = excluded.{quote('raw_resource')}"
+    )
+
+
+
+def _upsert_values(columns):
     # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are; the snapshot goes in as JSON text
-    # (``raw_json``; orjson takes a tenth of the standard encoder's time).
-    values = {**columns, "raw_resource": raw_json, "has_raw_resource": bool(columns["raw_resource"])}
+    # every driver takes as they are.
+    values = {**columns, "has_raw_resource": bool(columns["raw_resource"])}
     return [values[name] for name in UPSERT_COLUMNS[1:]]
 
 
-def upsert_latest_resource(resource_model, instance_id, columns, raw_json):
-    """One INSERT … ON CONFLICT DO UPDATE of an instance's latest resource; False when skipped as late."""
-    sql = _upsert_sql(resource_model._meta.db_table)
+def store_latest(resource_model, snapshot_model, instance_id, columns, raw_json):
+    """Upsert an instance's latest resource, then its snapshot as sent (``raw_json``, text:
+    orjson takes a tenth of the standard encoder's time); False when skipped as late."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [instance_id, *_upsert_values(columns, raw_json)])
-        return cursor.rowcount == 1
+        cursor.execute(_upsert_sql(resource_model._meta.db_table), [instance_id, *_upsert_values(columns)])
+        if cursor.rowcount != 1:
+            return False
+        cursor.execute(_snapshot_sql(snapshot_model._meta.db_table), [instance_id, raw_json])
+    return True
 
 
 def one_statement_supported():
@@ -70,10 +85,10 @@ def one_statement_supported():
 
 
 @functools.lru_cache(maxsize=4)
-def _touch_and_upsert_sql(instance_model, resource_model):
-    """PostgreSQL: touch an alive instance and upsert its resource in one round trip.
+def _touch_and_store_sql(instance_model, resource_model, snapshot_model):
+    """PostgreSQL: touch an alive instance, upsert its resource and its snapshot in one round trip.
 
-    Saves BEGIN, COMMIT and a statement's round trips on the hot path; the
+    Saves BEGIN, COMMIT and statements' round trips on the hot path; the
     statement is atomic by itself. Answers (touched, stored) counts.
     """
     quote = connection.ops.quote_name
@@ -85,15 +100,19 @@ def _touch_and_upsert_sql(instance_model, resource_model):
     return (
         f"WITH touched AS ({touch} RETURNING {quote(instance_model._meta.pk.column)} AS instance_id), "
         f"stored AS (INSERT INTO {quote(resource_model._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
-        f"SELECT {selected} FROM touched {_on_conflict(resource_model._meta.db_table)} RETURNING 1) "
+        f"SELECT {selected} FROM touched {_on_conflict(resource_model._meta.db_table)} "
+        f"RETURNING {quote('instance_id')} AS instance_id), "
+        f"raw AS (INSERT INTO {quote(snapshot_model._meta.db_table)} ({_quoted(SNAPSHOT_COLUMNS)}) "
+        f"SELECT stored.instance_id, %s::text FROM stored "
+        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {quote('raw_resource')} = excluded.{quote('raw_resource')}) "
         f"SELECT (SELECT count(*) FROM touched), (SELECT count(*) FROM stored)"
     )
 
 
-def touch_and_upsert(instance_model, resource_model, instance_id, columns, raw_json, now):
+def touch_and_store(instance_model, resource_model, snapshot_model, instance_id, columns, raw_json, now):
     """(touched, stored) for an instance stored as alive; (0, 0) sends the caller the slow way."""
-    params = [*touch_alive_params(instance_model, instance_id, now, {}), *_upsert_values(columns, raw_json)]
+    params = [*touch_alive_params(instance_model, instance_id, now, {}), *_upsert_values(columns), raw_json]
     with connection.cursor() as cursor:
-        cursor.execute(_touch_and_upsert_sql(instance_model, resource_model), params)
+        cursor.execute(_touch_and_store_sql(instance_model, resource_model, snapshot_model), params)
         touched, stored = cursor.fetchone()
     return touched, stored

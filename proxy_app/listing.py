@@ -33,7 +33,7 @@ def _with_text_columns(queryset, raw):
     texts = {"endpoints_text": as_text("endpoints"), "tags_text": as_text("tags"), "meta_text": as_text("meta"),
              "capabilities_text": as_text("capabilities")}
     if raw:
-        texts["raw_text"] = as_text("resource__raw_resource")
+        texts["raw_text"] = as_text("snapshot__raw_resource")
     return queryset.annotate(**texts)
 
 

@@ -61,7 +61,7 @@ class ProxyCollector:
         gpu_used = _gauge("fleetwatch_gpu_memory_used_bytes", "GPU memory in use.", ["instance_id", "gpu"])
         gpu_temp = _gauge("fleetwatch_gpu_temperature_celsius", "GPU temperature.", ["instance_id", "gpu"])
         rows = (InstanceResource.objects.filter(instance_id__in=alive_ids)
-                .annotate(raw=Cast("raw_resource", TextField()))
+                .annotate(raw=Cast("instance__snapshot__raw_resource", TextField()))
                 .values_list("instance_id", "cpu_util", "memory_used_mb", "memory_total_mb", "raw"))
         for instance_id, cpu_util, used_mb, total_mb, raw in rows.iterator(chunk_size=500):
             labels = [instance_id]
