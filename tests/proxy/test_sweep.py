@@ -6,7 +6,7 @@ tasks; every ``now`` is passed in.
 
 import pytest
 
-from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot, InstanceStatusChange
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
@@ -167,6 +167,7 @@ def test_it_deletes_entries_not_seen_for_the_retention(register_instance, report
     assert Instance.objects.delete_expired(T0 + RETENTION + 1, RETENTION) == 1
     assert list(Instance.objects.values_list("pk", flat=True)) == ["i-new"]
     assert not InstanceResource.objects.filter(instance_id="i-old").exists()
+    assert not InstanceSnapshot.objects.filter(instance_id="i-old").exists()
 
 
 def test_it_keeps_an_entry_seen_exactly_one_retention_ago(registered):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot, InstanceStatusChange
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
@@ -20,6 +20,7 @@ def test_it_removes_a_known_instance(api, register_instance, report, frozen):
     assert response.json() == {"ok": True}
     assert not Instance.objects.filter(pk="i-1").exists()
     assert not InstanceResource.objects.filter(instance_id="i-1").exists()
+    assert not InstanceSnapshot.objects.filter(instance_id="i-1").exists()
 
 
 def test_it_answers_not_ok_with_200_for_an_unknown_instance(api, frozen):
