@@ -6,8 +6,7 @@ JSON columns as their text, for answers that splice them in unparsed.
 """
 
 from django.db import connections
-from django.db.models import F, TextField
-from django.db.models.functions import Cast
+from django.db.models import F, Func, TextField
 
 
 def raw_rows(queryset):
@@ -18,6 +17,18 @@ def raw_rows(queryset):
         return cursor.fetchall()
 
 
+class JsonText(Func):
+    """A JSON column as its encoded text, for ``raw_rows``: ``str`` on PostgreSQL; ``bytes`` on
+    SQLite, where the driver then skips decoding UTF-8 (a third of reading a 10,000-row list)."""
+
+    template = "CAST(%(expressions)s AS text)"
+    output_field = TextField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, template="CAST(%(expressions)s AS BLOB)", **extra_context)
+
+
 def as_text(field):
-    """A JSON column read as its text, to be spliced into an answer with ``orjson.Fragment``."""
-    return Cast(F(field), TextField())
+    """A JSON column read as its text (``str`` or UTF-8 ``bytes``), to be spliced into an answer
+    with ``orjson.Fragment`` or parsed with ``orjson.loads``; use it with ``raw_rows`` only."""
+    return JsonText(F(field))

@@ -100,14 +100,18 @@ MIDDLEWARE = [
     "controlplane.metrics.RequestMetricsMiddleware",
     "controlplane.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Cheap without a cookie, and what the deployment check looks for by name.
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    # Below: for pages and the admin only; an API call without a session
+    # cookie passes them by (controlplane/middleware.py, "the API lane").
+    "controlplane.middleware.ApiLaneMiddleware",
+    "controlplane.middleware.WhiteNoiseMiddleware",
+    "controlplane.middleware.AuthenticationMiddleware",
+    "controlplane.middleware.MessageMiddleware",
+    "controlplane.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
