@@ -134,7 +134,11 @@ class ControlPlaneViewSet(MethodFirstMixin, viewsets.ViewSet):
         if limit is None and offset is None:
             return Response(rows(queryset))
         offset = offset or 0
-        page = queryset[offset: offset + limit] if limit is not None else queryset[offset:]
+        # The page is picked among the bare ids, then only its rows are read in
+        # full: OFFSET on the joined rows would join every row it skips.
+        ids = queryset.values("pk")
+        ids = ids[offset: offset + limit] if limit is not None else ids[offset:]
+        page = queryset.filter(pk__in=ids)
         return Response({"count": queryset.count(), "limit": limit, "offset": offset, "results": rows(page)})
 
     def series_response(self, series, head, key_value=None):
