@@ -74,7 +74,7 @@ FLEETWATCH_SCHEDULER_TOKEN = env_str("FLEETWATCH_SCHEDULER_TOKEN", "")
 # `manage.py up` listens on (127.0.0.1:8000 outside `up`).
 FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
 FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
-# gunicorn workers started by `up`; 0: 2 × CPUs, at most 8.
+# granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
 
