@@ -250,6 +250,9 @@ pid {self.prefix}/nginx.pid;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
+    # Workers run as nobody when started by root and cannot write under a
+    # private temporary directory: stream long answers instead of spooling.
+    proxy_max_temp_file_size 0;
     client_body_temp_path {self.prefix}/body;
     proxy_temp_path {self.prefix}/proxy;
     fastcgi_temp_path {self.prefix}/fastcgi;
