@@ -60,7 +60,7 @@ def free_port():
 
 
 def realistic_snapshot(gpus=8, cores=32):
-    """About what an 8-GPU host's agent sends (≈6 KB)."""
+    """About what a host's agent sends: ≈7 KB with 8 GPUs, ≈1.75 KB with one (the issue's ~1.8 KB)."""
     return {
         "schema_version": "resource_snapshot_v1", "agent_version": "bench", "instance_id": "__ID__",
         "timestamp_ms": 1767225600000, "hostname": "gpu-host",
@@ -91,10 +91,10 @@ def realistic_snapshot(gpus=8, cores=32):
     }
 
 
-def snapshot_body_template():
+def snapshot_body_template(gpus=8):
     """The CacheRoute report body with __ID__ and __SEQ__ for wrk to fill in."""
     return json.dumps({
-        "instance_id": "__ID__", "snapshot": realistic_snapshot(),
+        "instance_id": "__ID__", "snapshot": realistic_snapshot(gpus),
         "metadata": {"reported_instance_id": "__ID__", "report_monotonic_ms": 1000,
                      "report_wall_time_ms": 1767225600000, "agent_snapshot_timestamp_ms": 1767225600000,
                      "report_seq": 999999999},
@@ -284,13 +284,13 @@ from controlplane.admission import Admission
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import normalise_snapshot
 from bench.common import realistic_snapshot
-count = int(sys.argv[1])
+count, gpus = int(sys.argv[1]), int(sys.argv[2])
 now = time.time()
 states = list(Admission.values)
 Instance.objects.filter(instance_id__startswith="pool-").delete()
 instances, resources, snapshots = [], [], []
 for i in range(count):
-    snapshot = realistic_snapshot()
+    snapshot = realistic_snapshot(gpus)
     snapshot["devices"]["cpu"]["utilization_pct"] = float(i % 100)
     snapshot["capacity_hint"]["admission_state"] = states[i % 7 % 3]
     columns = normalise_snapshot(snapshot, {"report_seq": 1}, now)
@@ -306,6 +306,6 @@ InstanceSnapshot.objects.bulk_create(snapshots, batch_size=500)
 """
 
 
-def seed_pool(deployment, count):
-    """``count`` reporting instances (``pool-0`` …) with realistic 8-GPU snapshots, straight into the database."""
-    deployment.python(SEED_POOL, count)
+def seed_pool(deployment, count, gpus=8):
+    """``count`` reporting instances (``pool-0`` …) with realistic snapshots, straight into the database."""
+    deployment.python(SEED_POOL, count, gpus)

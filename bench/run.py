@@ -2,12 +2,14 @@
 """Every figure of issue 12's table, measured side by side in one run.
 
     .venv/bin/python bench/run.py [--database-url URL] [--server granian|gunicorn] [--workers N]
-                                  [--seconds 10] [--rounds 3] [--pool-size 10000] [--skip-history]
+                                  [--seconds 10] [--rounds 3] [--pool-size 10000] [--gpus 8]
+                                  [--skip-history]
 
 One fresh deployment (SQLite by default), its web server run as ``up`` runs
 it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
 
-1. snapshot ingest (auth on, an ``instance`` token, ~6 KB bodies cycling
+1. snapshot ingest (auth on, an ``instance`` token, ~7 KB bodies of 8-GPU
+   hosts by default, ~1.8 KB as in the issue's run with ``--gpus 1``, cycling
    over 1,000 instances) against the same server's ``/healthz``, rounds
    alternating; the server's CPU time per request (all its processes);
 2. heartbeats; ingest with auth off (a second server on the same database,
@@ -60,7 +62,7 @@ def row(what, figure, target=None, ok=None):
 
 def throughput(args, on, off, token):
     """Ingest against /healthz on the auth-on server, and auth off on the second server, alternating."""
-    body = snapshot_body_template()
+    body = snapshot_body_template(args.gpus)
     wrk(on.url, "GET", "/healthz", 2)
     healthz, ingest, ingest_off, beats = [], [], [], []
     for round_no in range(1, args.rounds + 1):
@@ -93,7 +95,7 @@ def throughput(args, on, off, token):
 def with_recorder(args, deployment, on, token, without):
     recorder = Recorder(deployment)
     try:
-        runs = [measured(on, "POST", INGEST_PATH, args.seconds, body=snapshot_body_template(), token=token)
+        runs = [measured(on, "POST", INGEST_PATH, args.seconds, body=snapshot_body_template(args.gpus), token=token)
                 for _ in range(args.rounds)]
     finally:
         recorder.stop()
@@ -103,7 +105,7 @@ def with_recorder(args, deployment, on, token, without):
 
 
 def pool_reads(args, deployment, on, off, reader):
-    seed_pool(deployment, args.pool_size)
+    seed_pool(deployment, args.pool_size, args.gpus)
     size = f"{args.pool_size:,}"
     result = wrk(on.url, "GET", "/debug/pool_resource", args.seconds, token=reader, threads=1, connections=4)
     p50 = result["p50_us"] / 1000
@@ -147,6 +149,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pool-size", type=int, default=10_000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per snapshot: 8 ≈ 7 KB, 1 ≈ 1.8 KB")
     parser.add_argument("--skip-history", action="store_true", help="leave out the day of history (slow to seed)")
     args = parser.parse_args()
 
@@ -157,7 +160,7 @@ def main():
     off = WebServer(deployment, args.server, args.workers, args.threads, env={"FLEETWATCH_AUTH": "off"})
     try:
         print(f"database {deployment.vendor}; {on.label}; wrk -t2 -c16, {args.seconds} s runs, "
-              f"{args.rounds} rounds", flush=True)
+              f"{args.rounds} rounds; {args.gpus}-GPU snapshots", flush=True)
         register_instances(on.url, 1000, token)
         ingest = throughput(args, on, off, token)
         with_recorder(args, deployment, on, token, ingest)

@@ -9,7 +9,7 @@ server on the one database, and beside each web process the recorder and a
 task cluster, kept single per pool by their lock (a PostgreSQL advisory
 lock), as a second ``up`` would start them.
 
-1. Ingest throughput through nginx (wrk at concurrency 16, ~6 KB 8-GPU
+1. Ingest throughput through nginx (wrk at concurrency 16, ~7 KB 8-GPU
    bodies over 1,000 instances) with one and with two web processes, of one
    and of four workers each; the server CPU per request (web processes only).
 2. The fleet: the simulator drives ``--instances`` at 1 Hz through nginx for
@@ -73,7 +73,7 @@ class Pool:
 
 
 def throughput(args, deployment, token):
-    print("ingest through nginx (wrk -t2 -c16, ~6 KB bodies over 1,000 instances)")
+    print("ingest through nginx (wrk -t2 -c16, ~7 KB bodies over 1,000 instances)")
     body = snapshot_body_template()
     rows = []
     for processes, workers in ((1, 1), (2, 1), (1, 4), (2, 4)):
