@@ -131,6 +131,7 @@ for label, rows, grown, seconds in results:
 def seed_history(deployment, instances):
     """[(label, bytes per instance)] of the two instance series, after seeding the whole day."""
     out = deployment.python(SEED, instances, time.time())
+    deployment.analyze()
     figures = []
     for line in out.splitlines():
         if line.startswith("SEED instance"):

@@ -29,6 +29,7 @@ the issue's run; the original cannot run here), full list ≤ 0.23 s, a page
 
 import argparse
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,8 +68,14 @@ def throughput(args, on, off, token):
     healthz, ingest, ingest_off, beats = [], [], [], []
     for round_no in range(1, args.rounds + 1):
         healthz.append(measured(on, "GET", "/healthz", args.seconds))
-        ingest.append(measured(on, "POST", INGEST_PATH, args.seconds, body=body, token=token))
-        ingest_off.append(measured(off, "POST", INGEST_PATH, args.seconds, body=body))
+        # Auth on and off take turns going first: whichever follows the other
+        # meets a database a few thousand reports further on.
+        if round_no % 2:
+            ingest.append(measured(on, "POST", INGEST_PATH, args.seconds, body=body, token=token))
+            ingest_off.append(measured(off, "POST", INGEST_PATH, args.seconds, body=body))
+        else:
+            ingest_off.append(measured(off, "POST", INGEST_PATH, args.seconds, body=body))
+            ingest.append(measured(on, "POST", INGEST_PATH, args.seconds, body=body, token=token))
         beats.append(measured(on, "POST", "/v1/instance/heartbeat", args.seconds, body=HEARTBEAT_BODY, token=token))
         print(f"  round {round_no}: /healthz {healthz[-1]['rps']:.0f}/s ({healthz[-1]['cpu_ms']:.3f} ms CPU), "
               f"ingest {ingest[-1]['rps']:.0f}/s ({ingest[-1]['cpu_ms']:.3f} ms), auth off {ingest_off[-1]['rps']:.0f}/s, "
@@ -104,17 +111,30 @@ def with_recorder(args, deployment, on, token, without):
         rps / without >= 0.9)
 
 
+def curl_seconds(url, count, token):
+    """Median seconds curl takes to fetch ``url`` whole (a client that costs the figure nothing)."""
+    times = []
+    for _ in range(count + 1):
+        result = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total}", "-H",
+                                 f"Authorization: Bearer {token}", url], capture_output=True, text=True, check=True)
+        times.append(float(result.stdout))
+    return statistics.median(times[1:])
+
+
 def pool_reads(args, deployment, on, off, reader):
     seed_pool(deployment, args.pool_size, args.gpus)
     size = f"{args.pool_size:,}"
     result = wrk(on.url, "GET", "/debug/pool_resource", args.seconds, token=reader, threads=1, connections=4)
     p50 = result["p50_us"] / 1000
     row(f"GET /debug/pool_resource, {size} instances, c4: p50", f"{p50:.1f} ms", "≤ 10.5 ms", p50 <= 10.5)
-    full = timed_gets(on.url, "/v1/instance/list?include_dead=true", 5, token=reader)
-    size_mb = len(requests.get(on.url + "/v1/instance/list?include_dead=true",
-                               headers={"Authorization": f"Bearer {reader}"}, timeout=120).content) / 2**20
-    row(f"full GET /v1/instance/list, {size} instances ({size_mb:.0f} MB)", f"{full['p50'] / 1000:.2f} s",
-        "≤ 0.23 s", full["p50"] <= 230)
+    full_path = "/v1/instance/list?include_dead=true"
+    full = curl_seconds(on.url + full_path, 5, reader)
+    size_mb = len(requests.get(on.url + full_path, headers={"Authorization": f"Bearer {reader}"},
+                               timeout=120).content) / 2**20
+    row(f"full GET /v1/instance/list, {size} instances ({size_mb:.0f} MB), curl", f"{full:.2f} s",
+        "≤ 0.23 s", full <= 0.23)
+    in_python = timed_gets(on.url, full_path, 5, token=reader)["p50"] / 1000
+    row("  the same read by Python requests (its own decoding included)", f"{in_python:.2f} s")
     page = timed_gets(on.url, "/v1/instance/list?include_dead=true&limit=100&offset=5000", 30, token=reader)
     row("one page of 100 at offset 5,000", f"{page['p50']:.1f} ms", "≤ 15 ms", page["p50"] <= 15)
     recorder = Recorder(deployment)  # the pages read its newest pool summary, as under up

@@ -31,13 +31,18 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import PYTHON, free_port  # noqa: E402
 
-# Bytes per row on SQLite, measured by bench/run.py's history seed (docs/history.md).
-SAMPLE_ROW_BYTES = 124
+# Bytes per row on SQLite, indexes included (docs/history.md). A minute rollup: 240 B, measured
+# by bench/run.py's history seed. A pool summary row: ~2.1 KB (it keeps the whole summary).
+# A full-resolution sample as the recorder writes it (interleaved across instances, so the
+# (instance_id, t) index splits pages): 142 B with its indexes, measured with SQLite's dbstat
+# after this soak; 124 B when bench/run.py seeds a day in order.
+SAMPLE_ROW_BYTES = 142
 MINUTE_ROW_BYTES = 240
+POOL_ROW_BYTES = 2100
 COUNT_ROWS = """
 import django; django.setup()
-from proxy_app.models import InstanceMinute, InstanceSample
-print(InstanceSample.objects.count(), InstanceMinute.objects.count())
+from proxy_app.models import InstanceMinute, InstanceSample, PoolResource
+print(InstanceSample.objects.count(), InstanceMinute.objects.count(), PoolResource.objects.count())
 """
 
 
@@ -61,8 +66,35 @@ def tree(root):
     return processes
 
 
+def resident(process):
+    """(anonymous, file-backed) resident bytes: the heap, and pages of mapped files (the
+    SQLite database is memory-mapped, so the pages a process reads count here)."""
+    fields = {}
+    with open(f"/proc/{process.pid}/status") as status:
+        for text in status:
+            name, _, value = text.partition(":")
+            if name in ("RssAnon", "RssFile", "RssShmem"):
+                fields[name] = int(value.split()[0]) * 1024
+    return fields.get("RssAnon", 0), fields.get("RssFile", 0) + fields.get("RssShmem", 0)
+
+
+def row_counts(env):
+    result = subprocess.run([PYTHON, "-c", COUNT_ROWS], env={**env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
+                            cwd=ROOT, capture_output=True, text=True)
+    if result.returncode:
+        print("row count failed:", result.stderr[-500:], flush=True)
+        return None
+    return list(map(int, result.stdout.split()))
+
+
 def database_bytes(var):
-    return sum(path.stat().st_size for path in var.glob("fleetwatch.sqlite3*") if path.is_file())
+    """The database file alone: its write-ahead log is reused, not a store of rows (printed apart)."""
+    return (var / "fleetwatch.sqlite3").stat().st_size
+
+
+def wal_bytes(var):
+    wal = var / "fleetwatch.sqlite3-wal"
+    return wal.stat().st_size if wal.exists() else 0
 
 
 def main():
@@ -100,12 +132,11 @@ def main():
             rss = {}
             for process in tree(psutil.Process(up.pid)):
                 try:
-                    rss[f"{role_of(process)}[{process.pid}]"] = process.memory_info().rss
-                except psutil.Error:
+                    rss[f"{role_of(process)}[{process.pid}]"] = resident(process)
+                except (OSError, psutil.Error):
                     pass
-            rows = subprocess.run([PYTHON, "-c", COUNT_ROWS], env=env, cwd=ROOT, capture_output=True,
-                                  text=True).stdout.split()
-            samples.append({"t": time.monotonic(), "rss": rss, "db": database_bytes(var), "rows": list(map(int, rows))})
+            samples.append({"t": time.monotonic(), "rss": rss, "db": database_bytes(var), "wal": wal_bytes(var),
+                            "rows": row_counts(env)})
 
     sampler = threading.Thread(target=sample, daemon=True)
     summary_path = var / "soak.json"
@@ -129,21 +160,28 @@ def main():
     print(f"errors {summary['errors']} {summary['errors_by_kind']}; achieved {summary['rate']['achieved_per_s']:.0f}/s "
           f"of {summary['rate']['target_per_s']:.0f}/s (acknowledged of due {summary['rate']['acknowledged_of_due']:.2f})")
     first, last = samples[1] if len(samples) > 2 else samples[0], samples[-1]
-    print(f"RSS, MiB: at {first['t'] - samples[0]['t'] + args.every:.0f} s → at the end "
-          f"({last['t'] - samples[0]['t'] + args.every:.0f} s)")
+    at = lambda sample: sample["t"] - samples[0]["t"] + args.every  # noqa: E731
+    mib = lambda value: f"{value / 2**20:7.1f}"  # noqa: E731
+    print(f"resident memory, MiB, at {at(first):.0f} s → at {at(last):.0f} s: heap (RssAnon), then mapped "
+          f"files (RssFile: the memory-mapped database and libraries)")
     for name in sorted(first["rss"]):
         if name in last["rss"]:
-            print(f"  {name:28} {first['rss'][name] / 2**20:7.1f} → {last['rss'][name] / 2**20:7.1f}")
-    grown = last["db"] - first["db"]
-    predicted = ((last["rows"][0] - first["rows"][0]) * SAMPLE_ROW_BYTES
-                 + (last["rows"][1] - first["rows"][1]) * MINUTE_ROW_BYTES)
-    print(f"database: {first['db'] / 2**20:.1f} MiB → {last['db'] / 2**20:.1f} MiB (grew {grown / 2**20:.1f} MiB); "
-          f"rows written in between: {last['rows'][0] - first['rows'][0]:,} samples, "
-          f"{last['rows'][1] - first['rows'][1]:,} minute rollups, which the per-row sizes put at "
-          f"{predicted / 2**20:.1f} MiB")
-    print("RSS series (MiB, all processes):",
-          " ".join(f"{sum(s['rss'].values()) / 2**20:.0f}" for s in samples))
-    print("database series (MiB):", " ".join(f"{s['db'] / 2**20:.1f}" for s in samples))
+            (anon0, file0), (anon1, file1) = first["rss"][name], last["rss"][name]
+            print(f"  {name:24} heap {mib(anon0)} → {mib(anon1)}   files {mib(file0)} → {mib(file1)}")
+    print("heap of every process, MiB, each sample:",
+          " ".join(f"{sum(anon for anon, _ in s['rss'].values()) / 2**20:.0f}" for s in samples))
+    counted = [sample for sample in samples[1:] if sample["rows"]]
+    if len(counted) >= 2:
+        start, end = counted[0], counted[-1]
+        grown = end["db"] - start["db"]
+        written = [after - before for before, after in zip(start["rows"], end["rows"])]
+        predicted = written[0] * SAMPLE_ROW_BYTES + written[1] * MINUTE_ROW_BYTES + written[2] * POOL_ROW_BYTES
+        print(f"database from {at(start):.0f} s to {at(end):.0f} s: {start['db'] / 2**20:.1f} MiB → "
+              f"{end['db'] / 2**20:.1f} MiB (grew {grown / 2**20:.1f} MiB); rows added: {written[0]:,} samples, "
+              f"{written[1]:,} minute rollups, {written[2]:,} pool summaries, which the per-row sizes put at "
+              f"{predicted / 2**20:.1f} MiB")
+    print("database file, each sample (MiB):", " ".join(f"{s['db'] / 2**20:.1f}" for s in samples))
+    print("write-ahead log, each sample (MiB):", " ".join(f"{s['wal'] / 2**20:.1f}" for s in samples))
 
 
 if __name__ == "__main__":

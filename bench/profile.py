@@ -1,0 +1,241 @@
+#!/usr/bin/env python
+"""Where the time of each hot path goes: the paths of issue 12's table, taken apart in process.
+
+    .venv/bin/python bench/profile.py [--database-url URL] [--pool-size 10000] [--gpus 8] [--calls 2000]
+
+No web server and no network: Django's WSGI handler is called as the web
+server calls it, then the parts of each path are timed alone. Every figure
+is CPU time of this process per call (median of five batches), so it adds
+up to what a web worker spends, less the server's own HTTP work (the
+difference to ``bench/run.py``'s per-request CPU). On PostgreSQL the
+database server's CPU is not in these figures.
+
+For a flame graph of a running worker instead:
+``py-spy record -o ingest.svg --pid <granian worker pid>`` while
+``bench/run.py`` loads it.
+"""
+
+import argparse
+import io
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import PYTHON, Deployment, seed_pool, snapshot_body_template  # noqa: E402
+
+INGEST_PATH = "/v1/instance/resource_snapshot"
+
+
+def per_call_ms(function, calls, batches=5):
+    """CPU milliseconds per call of ``function(i)``, the median of ``batches`` batches."""
+    return side_by_side([function], calls, batches)[0]
+
+
+def side_by_side(functions, calls, batches=5):
+    """``per_call_ms`` of each function, their batches taking turns so that they meet the same state."""
+    figures = [[] for _ in functions]
+    for batch in range(batches):
+        for function, times in zip(functions, figures):
+            start = time.process_time()
+            for i in range(calls):
+                function(batch * calls + i)
+            times.append((time.process_time() - start) / calls * 1000)
+    return [statistics.median(times) for times in figures]
+
+
+def line(what, ms, note=""):
+    print(f"  {what:62s} {ms:8.3f} ms  {note}", flush=True)
+
+
+class Wsgi:
+    """Django's WSGI application called directly, one request at a time."""
+
+    def __init__(self, token):
+        from django.core.handlers.wsgi import WSGIHandler
+
+        self.handler = WSGIHandler()
+        self.token = token
+
+    def call(self, method, path, body=b"", token=True):
+        path, _, query = path.partition("?")
+        environ = {
+            "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "SCRIPT_NAME": "",
+            "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "HTTP_HOST": "127.0.0.1:8000",
+            "REMOTE_ADDR": "127.0.0.1", "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr, "wsgi.version": (1, 0),
+            "wsgi.multithread": False, "wsgi.multiprocess": True, "wsgi.run_once": False,
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+        }
+        if token:
+            environ["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
+        status = []
+        response = self.handler(environ, lambda s, headers, exc_info=None: status.append(s))
+        content = b"".join(response)
+        response.close()
+        if not status[0].startswith("2"):
+            raise SystemExit(f"{method} {path}: {status[0]} {content[:300]!r}")
+        return content
+
+
+def request_floor(args, wsgi):
+    """Ingest against /healthz, and the parts of ingest alone."""
+    import orjson
+    from django.db import transaction
+    from django.conf import settings
+
+    from controlplane import clock
+    from controlplane.auth import verify_token
+    from proxy_app.ingest import ingest_snapshot
+    from proxy_app.normalise import normalise_snapshot
+
+    template = snapshot_body_template(args.gpus)
+
+    def reports(first_seq):  # each instance's report_seq rises, so every report is stored
+        return [template.replace("__ID__", f"bench-{i % 1000}").replace("__SEQ__", str(first_seq + i)).encode()
+                for i in range(5 * args.calls)]
+
+    bodies, bodies_off = reports(10**6), reports(2 * 10**6)
+    for i in range(1000):
+        wsgi.call("POST", "/v1/instance/register", orjson.dumps({"instance_id": f"bench-{i}", "host": "10.0.0.1",
+                                                                    "port": 8000 + i}))
+    print(f"request path ({args.gpus}-GPU snapshot, {len(bodies[0]):,} bytes; CPU per call, median of 5 batches)")
+    healthz = per_call_ms(lambda i: wsgi.call("GET", "/healthz", token=False), args.calls)
+    line("GET /healthz through Django's WSGI handler", healthz)
+
+    def auth_off(i):
+        settings.FLEETWATCH_AUTH = False
+        try:
+            wsgi.call("POST", INGEST_PATH, bodies_off[i], token=False)
+        finally:
+            settings.FLEETWATCH_AUTH = True
+
+    ingest, off = side_by_side([lambda i: wsgi.call("POST", INGEST_PATH, bodies[i]), auth_off], args.calls)
+    line("POST resource_snapshot (auth on) through the handler", ingest, f"{ingest / healthz:.2f}× /healthz")
+    line("POST resource_snapshot, auth off", off, f"auth costs {ingest - off:+.3f} ms")
+    line("  the token check alone (cached)", per_call_ms(lambda i: verify_token(wsgi.token), args.calls))
+
+    payloads = [orjson.loads(body) for body in bodies]
+    now = clock.now()
+    store = per_call_ms(lambda i: ingest_snapshot(payloads[i]["instance_id"], payloads[i]["snapshot"],
+                                                  {**payloads[i]["metadata"], "report_seq": 3 * 10**6 + i}, now),
+                        args.calls)
+    line("  ingest_snapshot() alone: normalise, encode, store", store)
+    normalise = per_call_ms(lambda i: normalise_snapshot(payloads[i]["snapshot"], payloads[i]["metadata"], now),
+                            args.calls)
+    line("    normalise_snapshot()", normalise)
+    columns = normalise_snapshot(payloads[0]["snapshot"], payloads[0]["metadata"], now)
+    line("    orjson.dumps of the snapshot to store",
+         per_call_ms(lambda i: orjson.dumps(columns["raw_resource"]), args.calls))
+    line("    the database statements and commit (the rest)", store - normalise)
+
+    def empty_transaction(i):
+        with transaction.atomic():
+            pass
+
+    line("      an empty write transaction", per_call_ms(empty_transaction, args.calls))
+    line("  orjson.loads of the request body", per_call_ms(lambda i: orjson.loads(bodies[i]), args.calls))
+    line("  framework: the handler's share beyond ingest_snapshot()", ingest - store,
+         f"({healthz:.3f} ms of it is /healthz's floor)")
+
+
+def pool_summary(args):
+    """pool_resource fresh, its two aggregates, and the floor of one scan of the resource table."""
+    from django.db import connection
+
+    from controlplane import clock
+    from proxy_app.models import Instance, InstanceResource
+    from proxy_app.pool import pool_resource, pool_totals
+
+    now = clock.now()
+    count = Instance.objects.count()
+    calls = max(5, args.calls // 200)
+    print(f"pool_resource over {count:,} instances (CPU per call, median of 5 batches of {calls})")
+    line("pool_resource() fresh, as GET /debug/pool_resource computes it", per_call_ms(
+        lambda i: pool_resource(now), calls))
+    line("  pool_totals(): the two SQL aggregates", per_call_ms(lambda i: pool_totals(now), calls))
+    resource_table = InstanceResource._meta.db_table
+    columns = ["cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_ratio", "gpu_util_avg",
+               "gpu_util_max", "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_count", "network_rx_mbps",
+               "network_tx_mbps", "resource_reported_at"]
+    aggregates = ", ".join(["count(*)"] + [f"sum({c}), max({c})" for c in columns[:4]]
+                           + [f"sum({c})" for c in columns[4:]])
+    floor_sql = f"SELECT {aggregates} FROM {resource_table}"
+
+    def scan(i):
+        with connection.cursor() as cursor:
+            cursor.execute(floor_sql)
+            cursor.fetchall()
+
+    line(f"  floor: one table, {aggregates.count('(') } aggregates, no join, no filter", per_call_ms(scan, calls))
+
+    def count_only(i):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {resource_table}")
+            cursor.fetchall()
+
+    line("  floor: count(*) of the resource table", per_call_ms(count_only, calls))
+
+
+def full_list(args, wsgi):
+    """The full /v1/instance/list: fetching the rows, building them, encoding the answer."""
+    import orjson
+
+    from controlplane import clock
+    from controlplane.queries import raw_rows
+    from proxy_app.listing import COLUMNS, _with_text_columns, instance_rows
+    from proxy_app.models import Instance
+
+    now = clock.now()
+    queryset = Instance.objects.in_view(True, now)
+    size = len(wsgi.call("GET", "/v1/instance/list?include_dead=true"))
+    print(f"full /v1/instance/list ({size / 2**20:.0f} MB; CPU per call, median of 5 batches of 2)")
+    line("GET /v1/instance/list?include_dead=true through the handler", per_call_ms(
+        lambda i: wsgi.call("GET", "/v1/instance/list?include_dead=true"), 2))
+    line("  fetch the rows from the driver", per_call_ms(
+        lambda i: raw_rows(_with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text")), 2))
+    line("  instance_rows(): fetch and build the rows", per_call_ms(lambda i: instance_rows(queryset, now), 2))
+    rows = instance_rows(queryset, now)
+    line("  orjson.dumps of the built rows", per_call_ms(lambda i: orjson.dumps(rows), 2))
+    line("GET one page of 100 at offset 5,000", per_call_ms(
+        lambda i: wsgi.call("GET", "/v1/instance/list?include_dead=true&limit=100&offset=5000"), 20))
+
+
+def inside(args):
+    import django
+
+    django.setup()
+    wsgi = Wsgi(args.token)
+    request_floor(args, wsgi)
+    pool_summary(args)
+    full_list(args, wsgi)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--pool-size", type=int, default=10_000)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per snapshot: 8 ≈ 7 KB, 1 ≈ 1.8 KB")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per batch of the request path")
+    parser.add_argument("--token", help=argparse.SUPPRESS)  # set for the inner process
+    args = parser.parse_args()
+    if args.token:
+        return inside(args)
+    deployment = Deployment(args.database_url, FLEETWATCH_RATE_LIMIT=0)
+    try:
+        token = deployment.token("instance", "profile")
+        seed_pool(deployment, args.pool_size, args.gpus)
+        print(f"database {deployment.vendor}; {args.pool_size:,} seeded instances", flush=True)
+        subprocess.run([PYTHON, __file__, "--token", token, "--pool-size", str(args.pool_size),
+                        "--gpus", str(args.gpus), "--calls", str(args.calls)],
+                       env=deployment.env, cwd=ROOT, check=True)
+    finally:
+        deployment.cleanup()
+
+
+if __name__ == "__main__":
+    main()
