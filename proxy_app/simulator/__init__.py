@@ -8,6 +8,8 @@ No Django here: the simulator is a client of the Proxy like any agent, and
   it builds ``resource_snapshot_v1`` bodies as the agent sends them, with
   figures that drift smoothly, GPU faults, stale spells and restarts.
   No network, no clock: callers pass the wall time in.
+- ``gpus``: one simulated board of a host (utilisation window, memory,
+  temperature, power, faults), used by ``model``.
 - ``stats``: what the run saw (counts by request and outcome, latency
   histograms), mergeable across processes, and the summary made of it.
 - ``driver``: one asyncio event loop driving a share of the fleet through

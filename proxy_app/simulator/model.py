@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import enum
 import math
-import uuid
-from collections import deque
 from dataclasses import dataclass
 from random import Random
 
 from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds, capacity_hint
-from agent.gpu import HEALTH_OK, gpu_health
 from agent.snapshot import SCHEMA_VERSION
 from proxy_app.capabilities import fingerprint, parse_capabilities
+from proxy_app.simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"
 ENDPOINTS = ["chat/completions", "completions"]
@@ -46,20 +44,6 @@ MAX_WINDOW_SAMPLES = 10
 THRESHOLDS = AdmissionThresholds()
 
 
-@dataclass(frozen=True)
-class GpuKind:
-    name: str
-    memory_total_mb: float
-    power_limit_w: float
-    idle_power_w: float
-    max_sm_clock_mhz: int
-    mem_clock_mhz: int
-
-
-L4 = GpuKind("NVIDIA L4", 23034.0, 72.0, 16.0, 2040, 6251)
-A10G = GpuKind("NVIDIA A10G", 23028.0, 300.0, 25.0, 1710, 6251)
-A100 = GpuKind("NVIDIA A100-SXM4-80GB", 81920.0, 400.0, 60.0, 1410, 1593)
-H100 = GpuKind("NVIDIA H100 80GB HBM3", 81559.0, 700.0, 70.0, 1980, 2619)
 
 
 @dataclass(frozen=True)
@@ -146,163 +130,6 @@ class Round(enum.Enum):
     RESTART = "restart"
 
 
-class GpuFault(enum.Enum):
-    THERMAL = "thermal"  # degraded: hot, clocks held down
-    HW_SLOWDOWN = "hw_slowdown"  # degraded: hardware slowdown
-    UTILIZATION_READ_FAILED = "utilization_read_failed"  # degraded, sample not ok
-    ECC_UNCORRECTED = "ecc_uncorrected"  # error: drain and reset
-    LOST = "gpu_lost"  # error: fell off the bus, nothing readable
-
-
-GPU_FAULTS = tuple(GpuFault)
-GPU_FAULT_WEIGHTS = (3.0, 2.0, 2.0, 1.5, 1.5)
-
-
-def _clamp(value, low, high):
-    return low if value < low else high if value > high else value
-
-
-def _mean(values):
-    return sum(values) / len(values)
-
-
-class SimulatedGpu:
-    """One board of a host: utilisation window, temperature, memory and fault state."""
-
-    def __init__(self, index, kind: GpuKind, rng: Random, window_samples: int, kv_fraction: float):
-        self.index = index
-        self.kind = kind
-        self.uuid = f"GPU-{uuid.UUID(int=rng.getrandbits(128))}"
-        self.bias = rng.uniform(0.85, 1.12)
-        self.temperature_offset = rng.uniform(-3.0, 4.0)
-        # vLLM takes its share of GPU memory for the KV cache at start and keeps it.
-        self.memory_used_mb = min(round(kind.memory_total_mb * kv_fraction + rng.uniform(-150.0, 150.0), 1),
-                                  kind.memory_total_mb)
-        self.memory_free_mb = round(kind.memory_total_mb - self.memory_used_mb, 1)
-        self.temperature = 35.0 + self.temperature_offset
-        self.window = deque(maxlen=window_samples)  # utilisation readings, None where a read failed
-        self.rounds_since_sample = None
-        self.fault = None
-        self.ecc_errors = 0
-
-    def restart(self):
-        """A new agent process starts with an empty window."""
-        self.window.clear()
-        self.rounds_since_sample = None
-
-    def step_fault(self, rng: Random, fall_ill, recover):
-        """Advance the fault chain by one sample; returns True when a fault started now."""
-        if self.fault is not None:
-            if rng.random() < recover:
-                # Reset and cooled down: the volatile ECC count clears, the heat is gone.
-                self.fault, self.ecc_errors = None, 0
-                self.temperature = min(self.temperature, 80.0)
-            return False
-        if rng.random() < fall_ill:
-            self.fault = rng.choices(GPU_FAULTS, GPU_FAULT_WEIGHTS)[0]
-            self.ecc_errors = rng.randint(1, 4) if self.fault is GpuFault.ECC_UNCORRECTED else 0
-            if self.fault is GpuFault.LOST:
-                self.restart()  # samples from before the failure describe a device that is gone
-            return True
-        return False
-
-    def row(self, rng: Random, load, window_ms, interval_ms, snapshot_ms):
-        """This GPU's ``devices.gpu`` entry, field for field as ``agent.gpu`` writes it."""
-        # This runs for every GPU of every report: uniform noise from
-        # random() (a tenth of gauss()'s cost) and builtins over the window.
-        kind, fault = self.kind, self.fault
-        if fault is GpuFault.LOST:
-            return self._lost_row(window_ms)
-        utilization = min(100.0, max(0.0, 100.0 * load * self.bias + 8.0 * (rng.random() - 0.5)))
-        if fault is GpuFault.HW_SLOWDOWN:
-            utilization *= 0.6
-        reading = None if fault is GpuFault.UTILIZATION_READ_FAILED else int(utilization + 0.5)
-        window = self.window
-        window.append(reading)
-        if None in window:
-            samples = [value for value in window if value is not None]
-        else:
-            samples = window
-        if reading is not None:
-            self.rounds_since_sample = 0
-        elif self.rounds_since_sample is not None:
-            self.rounds_since_sample += 1
-        if samples:
-            count = len(samples)
-            average, peak = round(sum(samples) / count, 1), float(max(samples))
-        else:
-            count, average, peak, self.rounds_since_sample = 0, None, None, None
-        age = None if self.rounds_since_sample is None else self.rounds_since_sample * interval_ms
-
-        self.temperature += 0.25 * (30.0 + 0.5 * utilization + self.temperature_offset - self.temperature)
-        if fault is GpuFault.THERMAL:
-            self.temperature = max(self.temperature, 86.0 + 6.0 * rng.random())
-        temperature = int(self.temperature + 0.5)
-        limit = kind.power_limit_w
-        power = min(round(kind.idle_power_w + (limit - kind.idle_power_w) * utilization * (
-            0.009 + 0.001 * rng.random()), 1), limit)
-        if utilization < 3.0:
-            throttle, sm_clock = ["gpu_idle"], 210
-        else:
-            throttle = ["sw_power_cap"] if power >= 0.97 * limit else []
-            sm_clock = kind.max_sm_clock_mhz - int(30 * rng.random())
-        if fault is None:
-            health, reasons = HEALTH_OK, []  # nothing a healthy board reports trips gpu_health
-        else:
-            if fault is GpuFault.THERMAL:
-                throttle, sm_clock = throttle + ["sw_thermal_slowdown"], int(sm_clock * 0.7)
-            elif fault is GpuFault.HW_SLOWDOWN:
-                throttle, sm_clock = throttle + ["hw_slowdown"], int(sm_clock * 0.5)
-            failed_reads = [("utilization", "Unknown")] if reading is None else []
-            health, reasons = gpu_health(None, failed_reads, temperature, self.ecc_errors, throttle)
-        ok = reading is not None
-        return {
-            "index": self.index,
-            "uuid": self.uuid,
-            "name": kind.name,
-            "utilization_pct": average,
-            "utilization_pct_current": float(reading) if ok else None,
-            "utilization_pct_avg": average,
-            "utilization_pct_max": peak,
-            "utilization_sample_count": count,
-            "utilization_window_ms": window_ms,
-            "utilization_sample_ok": ok,
-            "utilization_sample_quality": "ok" if ok else "error",
-            "utilization_sample_timestamp_ms": None if age is None else snapshot_ms - age,
-            "utilization_sample_age_ms": age,
-            "utilization_raw_value": str(reading) if ok else None,
-            "utilization_error": None if ok else "Unknown",
-            "utilization_source": "nvml",
-            "memory_used_mb": self.memory_used_mb,
-            "memory_total_mb": kind.memory_total_mb,
-            "memory_free_mb": self.memory_free_mb,
-            "temperature_c": temperature,
-            "power_w": power,
-            "power_limit_w": limit,
-            "sm_clock_mhz": sm_clock,
-            "mem_clock_mhz": kind.mem_clock_mhz,
-            "ecc_uncorrected_volatile": self.ecc_errors,
-            "throttle_reasons": throttle,
-            "health": health,
-            "health_reasons": reasons,
-        }
-
-    def _lost_row(self, window_ms):
-        health, reasons = gpu_health(GpuFault.LOST.value)
-        return {
-            "index": self.index, "uuid": self.uuid, "name": self.kind.name,
-            "utilization_pct": None, "utilization_pct_current": None, "utilization_pct_avg": None,
-            "utilization_pct_max": None, "utilization_sample_count": 0, "utilization_window_ms": window_ms,
-            "utilization_sample_ok": False, "utilization_sample_quality": "error",
-            "utilization_sample_timestamp_ms": None, "utilization_sample_age_ms": None,
-            "utilization_raw_value": None, "utilization_error": GpuFault.LOST.value, "utilization_source": "nvml",
-            "memory_used_mb": None, "memory_total_mb": None, "memory_free_mb": None, "temperature_c": None,
-            "power_w": None, "power_limit_w": None, "sm_clock_mhz": None, "mem_clock_mhz": None,
-            "ecc_uncorrected_volatile": None, "throttle_reasons": None,
-            "health": health, "health_reasons": reasons,
-        }
-
-
 def capabilities_for(shape: HostShape, rng: Random):
     """A typed ``InstanceCapability`` object (SPEC 3.2) for a vLLM instance on this host."""
     adapters = []
@@ -355,7 +182,7 @@ class SimulatedHost:
         self.uptime_ms = rng.randint(3_600_000, 60 * 86_400_000)
         self.rx_bytes = [rng.randint(10**9, 10**13) for _ in self._interfaces()]
         self.tx_bytes = [rng.randint(10**9, 10**13) for _ in self._interfaces()]
-        samples = _clamp(round(GPU_WINDOW_MS / interval_ms), 1, MAX_WINDOW_SAMPLES)
+        samples = clamp(round(GPU_WINDOW_MS / interval_ms), 1, MAX_WINDOW_SAMPLES)
         self.window_ms = samples * interval_ms
         self.gpus = [SimulatedGpu(i, shape.gpu, rng, samples, self.kv_fraction) for i in range(shape.gpu_count)]
         for gpu in self.gpus:  # start in the long-run state, not all healthy
@@ -448,7 +275,7 @@ class SimulatedHost:
         }
         currents = [gpu.window[-1] for gpu in self.gpus if gpu.window and gpu.window[-1] is not None]
         if currents:
-            body["gpu_util"] = round(_mean(currents), 1)
+            body["gpu_util"] = round(mean(currents), 1)
         if self.capabilities is not None:
             if with_capabilities:
                 body["capabilities"] = self.capabilities
@@ -480,7 +307,7 @@ class SimulatedHost:
     def snapshot(self, wall_ms):
         """Advance the host's figures by one sample and return ``resource_snapshot_v1``."""
         rng = self.rng
-        self.load = _clamp(self.load + 0.05 * (self.load_mean - self.load) + rng.gauss(0.0, 0.025), 0.01, 1.0)
+        self.load = clamp(self.load + 0.05 * (self.load_mean - self.load) + rng.gauss(0.0, 0.025), 0.01, 1.0)
         for gpu in self.gpus:
             if gpu.step_fault(rng, self._fall_ill, self._recover):
                 self.gpu_faults += 1
@@ -505,7 +332,7 @@ class SimulatedHost:
     def _cpu(self):
         shape, load = self.shape, self.load
         base = 55.0 + 45.0 * load if self.cpu_hot else 5.0 + 35.0 * load
-        total = round(_clamp(base + 4.0 * (self.rng.random() - 0.5), 0.0, 100.0), 1)
+        total = round(clamp(base + 4.0 * (self.rng.random() - 0.5), 0.0, 100.0), 1)
         load1 = round(total / 100.0 * shape.cores * (0.9 + 0.2 * self.rng.random()), 2)
         if self._load5 is None:
             self._load5 = self._load15 = load1
@@ -536,7 +363,7 @@ class SimulatedHost:
 
     def _memory(self):
         total = self.shape.memory_total_mb
-        used = round(total * _clamp(self.memory_base + 0.12 * self.load, 0.0, 0.995), 1)
+        used = round(total * clamp(self.memory_base + 0.12 * self.load, 0.0, 0.995), 1)
         swap_used = round(self.swap_total_mb * 0.02, 1)
         return {"used_mb": used, "total_mb": total, "free_mb": round(total - used, 1),
                 "swap_used_mb": swap_used, "swap_total_mb": self.swap_total_mb}
