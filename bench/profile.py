@@ -10,9 +10,10 @@ up to what a web worker spends, less the server's own HTTP work (the
 difference to ``bench/run.py``'s per-request CPU). On PostgreSQL the
 database server's CPU is not in these figures.
 
-For a flame graph of a running worker instead:
-``py-spy record -o ingest.svg --pid <granian worker pid>`` while
-``bench/run.py`` loads it.
+For a flame graph of a running worker instead, where py-spy (in the bench
+extras) can attach: ``py-spy record -o ingest.svg --pid <granian worker
+pid>`` while ``bench/run.py`` loads it. On the VM these figures come from it
+could not read the interpreter (a pyenv build), hence this script.
 """
 
 import argparse
