@@ -61,6 +61,10 @@ def test_its_pool_resource_rows_follow_a_changed_pool(servers):
 
 def test_it_runs_one_recorder_per_database(servers, tmp_path):
     server = servers(roles="proxy", env=LIVE_ENV).start()
+    # up's recorder holds the lock once it has written a row; a second started before that
+    # could win the race instead (either standing by is right, but this test names the second).
+    wait_for(lambda: server.get("/debug/pool_resource/history", range="15m")["points"], timeout_s=DEADLINE_S,
+             message="up's recorder to write its first row")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_SETTINGS"))}
     env.update(server.env())
     log_path = tmp_path / "second-recorder.log"
