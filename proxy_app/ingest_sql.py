@@ -50,15 +50,20 @@ def _upsert_sql(table_name):
     )
 
 
+def _snapshot_on_conflict():
+    """The snapshot's conflict clause: replace it (the caller writes it only when its resource was stored)."""
+    quote = connection.ops.quote_name
+    raw = quote("raw_resource")
+    return f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {raw} = excluded.{raw}"
+
+
 @functools.lru_cache(maxsize=8)
 def _snapshot_sql(table_name):
     """The snapshot as sent, written only when its resource was (never for a late report)."""
-    quote = connection.ops.quote_name
     return (
-        f"INSERT INTO {quote(table_name)} ({_quoted(SNAPSHOT_COLUMNS)}) VALUES (%s, %s) "
-        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {quote('raw_resource')} = excluded.{quote('raw_resource')}"
+        f"INSERT INTO {connection.ops.quote_name(table_name)} ({_quoted(SNAPSHOT_COLUMNS)}) VALUES (%s, %s) "
+        f"{_snapshot_on_conflict()}"
     )
-
 
 
 def _upsert_values(columns):
@@ -103,8 +108,7 @@ def _touch_and_store_sql(instance_model, resource_model, snapshot_model):
         f"SELECT {selected} FROM touched {_on_conflict(resource_model._meta.db_table)} "
         f"RETURNING {quote('instance_id')} AS instance_id), "
         f"raw AS (INSERT INTO {quote(snapshot_model._meta.db_table)} ({_quoted(SNAPSHOT_COLUMNS)}) "
-        f"SELECT stored.instance_id, %s::text FROM stored "
-        f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {quote('raw_resource')} = excluded.{quote('raw_resource')}) "
+        f"SELECT stored.instance_id, %s::text FROM stored {_snapshot_on_conflict()}) "
         f"SELECT (SELECT count(*) FROM touched), (SELECT count(*) FROM stored)"
     )
 
