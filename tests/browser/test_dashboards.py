@@ -9,6 +9,7 @@ docs/screenshots/. Every wait is on a condition, never a fixed sleep.
 """
 
 import re
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
@@ -109,6 +110,37 @@ def test_it_filters_and_searches_the_pool(fleet, browser):
     page.goto("/pool/?q=gpu&view=cards")  # a shared link shows the same list
     expect(page.locator(".instance-card")).to_have_count(1)
     expect(page.locator("[data-testid=pool-search]")).to_have_value("gpu")
+
+
+def test_a_filter_typed_during_a_refresh_waits_for_it_and_wins(fleet, browser):
+    """The refresh in flight is not aborted (htmx logs an abort as a console error): the filter queues behind it."""
+    page = browser.page
+    page.goto("/pool/")
+    expect(rows(page, "pool-table")).to_have_count(4)
+    page.evaluate("""() => {
+        window.aborted = 0;
+        document.body.addEventListener("htmx:sendAbort", () => { window.aborted += 1; });
+        document.body.addEventListener("htmx:confirm", (event) => {
+            if (event.detail.elt.id === "pool-filters") window.filterIssued = true;
+        });
+    }""")
+    held = []
+
+    def hold_the_first(route):
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route(lambda url: urlparse(url).path == "/pool/rows", hold_the_first)
+    with page.expect_request(lambda request: urlparse(request.url).path == "/pool/rows"):
+        page.evaluate("htmx.trigger('#pool-rows', 'fw-refresh')")
+    page.fill("[data-testid=pool-search]", "node-0")
+    page.wait_for_function("window.filterIssued === true")  # htmx has decided what to do with the filter
+    held[0].continue_()
+    expect(rows(page, "pool-table")).to_have_count(3)
+    expect(page).to_have_url(re.compile(r"/pool/\?q=node-0$"))
+    assert page.evaluate("window.aborted") == 0
 
 
 def test_it_starts_and_stops_a_local_agent(fleet, browser):
