@@ -2,8 +2,14 @@
 as the original Proxy derives them (SPEC 2.2 → 3.1), end to end without a GPU.
 
 The agent's real builder and GPU monitor run against the fake NVML; only the
-clocks are injected, so every expected number is known.
+clocks are injected, so every expected number is known. One snapshot was
+recorded from the agent on a real NVIDIA H200 under load
+(``bench/gpu_check.py``, 2026-11-30): it goes through the Proxy as it came,
+and the fake NVML's GPU rows must have its exact shape.
 """
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +22,7 @@ from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 pytestmark = pytest.mark.django_db
 
 WALL_AT_ZERO_MS = 1_767_225_600_000
+H200_SNAPSHOT = Path(__file__).resolve().parent.parent / "agent" / "data" / "h200-snapshot.json"
 
 
 @pytest.fixture
@@ -75,3 +82,34 @@ def test_it_ages_the_samples_when_utilisation_reads_fail(api, frozen, register_i
     assert resource["gpu_sample_count"] == 2
     assert resource["gpu_sample_quality"] == "error"  # the first row's own word
     assert resource["gpu_sample_coverage"] == "invalid"
+
+
+def test_a_snapshot_from_a_real_h200_comes_out_as_its_gpu_rows_say(api, frozen, register_instance):
+    snapshot = json.loads(H200_SNAPSHOT.read_text())
+    [gpu] = snapshot["devices"]["gpu"]
+    register_instance("agent-1")
+    resource = stored_resource(api, snapshot)
+
+    assert resource["gpu_count"] == 1
+    assert resource["gpu_util_avg"] == gpu["utilization_pct_avg"] == 88.0
+    assert resource["gpu_util_current"] == gpu["utilization_pct_current"] == 59.0
+    assert resource["gpu_util_max"] == gpu["utilization_pct_max"] == 97.0
+    assert resource["gpu_sample_count"] == gpu["utilization_sample_count"] == 5
+    assert resource["gpu_sample_age_ms"] == snapshot["timestamp_ms"] - gpu["utilization_sample_timestamp_ms"]
+    assert resource["gpu_sample_source"] == "nvml"
+    assert resource["gpu_sample_quality"] == "ok"
+    assert resource["gpu_sample_window_ms"] == 5000
+    assert resource["gpu_mem_used_mb"] == 1497.9
+    assert resource["gpu_mem_total_mb"] == 143771.0
+    assert resource["gpu_sample_coverage"] == "ok"
+    assert resource["admission_state"] == "accepting"
+
+
+def test_the_fake_nvml_gives_rows_of_the_real_h200s_shape(agent_snapshots):
+    clock, boards, builder = agent_snapshots
+    builder.take()
+    clock.advance(1000)
+    [real] = json.loads(H200_SNAPSHOT.read_text())["devices"]["gpu"]
+    for fake in builder.take()["devices"]["gpu"]:
+        assert list(fake) == list(real)  # the same fields in the same order
+        assert {k: type(v).__name__ for k, v in fake.items()} == {k: type(v).__name__ for k, v in real.items()}
