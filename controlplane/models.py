@@ -138,11 +138,13 @@ class PoolSeriesPoint(models.Model):
     memory_used_ratio = models.FloatField(null=True, blank=True)
     gpu_util_avg = models.FloatField(null=True, blank=True)
     gpu_mem_used_ratio = models.FloatField(null=True, blank=True)
+    network_rx_mbps_total = models.FloatField(null=True, blank=True)
+    network_tx_mbps_total = models.FloatField(null=True, blank=True)
     pool_admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
     summary = models.JSONField()
 
     FIGURES = ("alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
-               "gpu_mem_used_ratio")
+               "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total")
     ADMISSION = "pool_admission_state"
 
     class Meta:

@@ -260,13 +260,13 @@ def paginate(queryset, number, per_page):
     return list(queryset.filter(pk__in=page_keys)), PageInfo(number, pages, count, per_page)
 
 
-def series_chart_data(series, key, range_name, now, figures, scale=None):
-    """A stored series (SPEC 9) over ``range_name`` as what a chart group draws; ≤ 2 queries.
+def series_chart_data(series, key, range_name, now, scale=None):
+    """A stored series (SPEC 9) over ``range_name`` as what a chart group draws, every figure it keeps; ≤ 2 queries.
 
     Pool series also get ``stale`` = total − alive, the count the original's charts show.
     """
     resolution_s, points = series.read(key, range_name, now)
-    data = columns(points, figures, scale)
+    data = columns(points, series.figures, scale)
     if "alive" in data and "total" in data:
         data["stale"] = [None if a is None or t is None else t - a for a, t in zip(data["alive"], data["total"])]
     return {"range": range_name, "range_s": RANGES[range_name], "resolution_s": resolution_s, "now": now, **data}

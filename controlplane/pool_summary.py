@@ -14,7 +14,8 @@ from controlplane.parsers import MAX_DB_INT
 ADMISSION_STATE_LENGTH = 32
 # The series columns taken from a summary, in the order the API shows them.
 COUNT_FIGURES = ("alive", "total", "with_resource")
-RATIO_FIGURES = ("cpu_avg", "memory_used_ratio", "gpu_util_avg", "gpu_mem_used_ratio")
+UTILIZATION_FIGURES = ("cpu_avg", "memory_used_ratio", "gpu_util_avg", "gpu_mem_used_ratio", "network_rx_mbps_total",
+                       "network_tx_mbps_total")
 
 
 def _section(summary, name):
@@ -50,6 +51,6 @@ def summary_columns(summary):
     utilization = _section(summary, "utilization")
     return {
         **{name: _count(instances.get(name)) for name in COUNT_FIGURES},
-        **{name: _number(utilization.get(name)) for name in RATIO_FIGURES},
+        **{name: _number(utilization.get(name)) for name in UTILIZATION_FIGURES},
         "pool_admission_state": _word(summary.get("pool_admission_state") if isinstance(summary, dict) else None),
     }

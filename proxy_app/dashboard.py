@@ -38,11 +38,7 @@ from proxy_app.listing import instance_rows
 SUMMARY_MAX_AGE_S = 3.0
 STATUS_CHANGES_SHOWN = 50
 UNKNOWN_ADMISSION = "unknown"
-# Figures of the charts; ratios are drawn as percent.
-INSTANCE_FIGURES = ("cpu_util", "memory_used_ratio", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_ratio",
-                    "network_rx_mbps", "network_tx_mbps")
-POOL_FIGURES = ("alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
-                "gpu_mem_used_ratio")
+# The charts draw every figure a series keeps; ratios as percent.
 AS_PERCENT = {"memory_used_ratio": 100, "gpu_mem_used_ratio": 100}
 
 
@@ -219,8 +215,8 @@ def instance_exists(instance_id):
 
 
 def instance_series(instance_id, range_name, now):
-    return series_chart_data(INSTANCES, instance_id, range_name, now, INSTANCE_FIGURES, AS_PERCENT)
+    return series_chart_data(INSTANCES, instance_id, range_name, now, AS_PERCENT)
 
 
 def pool_series(range_name, now):
-    return series_chart_data(POOL, None, range_name, now, POOL_FIGURES, AS_PERCENT)
+    return series_chart_data(POOL, None, range_name, now, AS_PERCENT)

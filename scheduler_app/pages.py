@@ -31,6 +31,7 @@ PROXY_CHARTS = (
     chart("GPU utilisation", "%", [("gpu_util_avg", "GPU")], 100),
     chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
     chart("Instances", "", [("alive", "alive"), ("stale", "stale"), ("with_resource", "reporting")]),
+    chart("Network, all instances", "Mbit/s", [("network_rx_mbps_total", "rx"), ("network_tx_mbps_total", "tx")]),
 )
 
 

@@ -73,6 +73,7 @@ class SimulatedHosts(threading.Thread):
                       Host("old-node-03", "10.0.4.13", gpus=True, silent=True)]
         self.proxies = {"pool-b": make_pool_resource(alive=12, total=12, cpu=61.0, gpu=83.0, admission="degraded"),
                         "pool-c": make_pool_resource(alive=7, total=8, cpu=22.0, gpu=35.0, memory_used_ratio=0.4)}
+        self.proxies["pool-b"]["utilization"].update(network_rx_mbps_total=148000.0, network_tx_mbps_total=61000.0)
         self.seq = 0
         self.errors = []
 

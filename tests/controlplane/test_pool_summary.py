@@ -7,11 +7,12 @@ from tests.factories import make_pool_resource
 def test_it_reads_the_figures_of_a_spec_summary():
     summary = make_pool_resource(alive=3, total=5, cpu=1.5, gpu=0.0, memory_used_ratio=0.5, admission="Degraded")
     summary["instances"]["with_resource"] = 2
-    summary["utilization"]["gpu_mem_used_ratio"] = 0.75
+    summary["utilization"].update(gpu_mem_used_ratio=0.75, network_rx_mbps_total=1200.5, network_tx_mbps_total=0)
 
     assert summary_columns(summary) == {
         "alive": 3, "total": 5, "with_resource": 2, "cpu_avg": 1.5, "memory_used_ratio": 0.5,
-        "gpu_util_avg": 0.0, "gpu_mem_used_ratio": 0.75, "pool_admission_state": "degraded",
+        "gpu_util_avg": 0.0, "gpu_mem_used_ratio": 0.75, "network_rx_mbps_total": 1200.5,
+        "network_tx_mbps_total": 0.0, "pool_admission_state": "degraded",
     }
 
 
@@ -19,7 +20,7 @@ def test_it_gives_none_for_anything_that_is_not_a_usable_figure():
     summary = {
         "instances": {"alive": True, "total": 2.5, "with_resource": -1},
         "utilization": {"cpu_avg": "12", "gpu_util_avg": float("nan"), "memory_used_ratio": None,
-                        "gpu_mem_used_ratio": [0.5]},
+                        "gpu_mem_used_ratio": [0.5], "network_rx_mbps_total": "1", "network_tx_mbps_total": float("inf")},
         "pool_admission_state": 7,
     }
 

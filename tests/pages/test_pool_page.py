@@ -163,6 +163,7 @@ def test_it_answers_the_pool_series_as_chart_columns(staff, frozen, cpu_host):
     assert body["memory_used_ratio"] == [25.0, 25.0]  # drawn as percent
     assert body["gpu_util_avg"] == [None, None]  # a GPU-less pool: unknown, not 0
     assert body["alive"] == [1, 1] and body["stale"] == [0, 0]
+    assert body["network_rx_mbps_total"] == [1.0, 1.0] and body["network_tx_mbps_total"] == [2.0, 2.0]
     assert staff.get("/pool/series?range=bogus").json()["range"] == "15m"
 
 

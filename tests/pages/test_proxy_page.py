@@ -86,6 +86,7 @@ def test_it_answers_the_series_as_chart_columns(staff, frozen, register_proxy, p
     body = staff.get("/fleet/proxies/pxy-a/series?range=15m").json()
     assert body["t"] == [T0, T0 + 5] and body["cpu_avg"] == [41.0, 10.0]
     assert body["memory_used_ratio"] == [30.0, 50.0] and body["stale"] == [1, 2]
+    assert body["network_rx_mbps_total"] == [1500.0, None]  # the second summary carries no network rate
     assert staff.get("/fleet/proxies/nope/series?range=1h").status_code == 404
 
 

@@ -7,8 +7,9 @@ from tests.factories import T0, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
+# SPEC 9's keys, and the pool's total and network rates (the pool page charts them).
 POINT_KEYS = {"t", "alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
-              "gpu_mem_used_ratio", "pool_admission_state"}
+              "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total", "pool_admission_state"}
 
 
 def test_it_answers_the_pool_summaries_oldest_first(api, register_instance, report, frozen, settings):
@@ -25,6 +26,8 @@ def test_it_answers_the_pool_summaries_oldest_first(api, register_instance, repo
     assert (first["t"], first["alive"], first["cpu_avg"], first["pool_admission_state"]) == (T0, 0, None, "rejecting")
     assert (second["t"], second["alive"], second["with_resource"], second["cpu_avg"]) == (T0 + 1, 1, 1, 25.0)
     assert second["pool_admission_state"] == "accepting"
+    assert (first["network_rx_mbps_total"], second["network_rx_mbps_total"], second["network_tx_mbps_total"]) == (
+        None, 1.0, 2.0)  # an empty pool has no rate, not a zero one
 
 
 def test_it_answers_minutes_for_longer_ranges(api, register_instance, report, frozen, settings):
