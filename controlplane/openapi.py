@@ -335,6 +335,15 @@ def entry_id(name, what, example):
     )
 
 
+def entry_history_operation(operation_id, summary, description, answer, key, what, example, **kwargs):
+    """``read_operation`` of one entry's series (SPEC 9): its id and the range asked for, a 404 for an unknown id."""
+    return read_operation(
+        operation_id, summary, description, answer, parameters=[entry_id(key, what, example), RANGE],
+        errors={404: OpenApiResponse(NOT_FOUND.response, description=f"No {what} and no series under that id.")},
+        **kwargs,
+    )
+
+
 # --- answers shared by both roles -------------------------------------------------------
 
 

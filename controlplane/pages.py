@@ -260,13 +260,18 @@ def paginate(queryset, number, per_page):
     return list(queryset.filter(pk__in=page_keys)), PageInfo(number, pages, count, per_page)
 
 
-def series_chart_data(series, key, range_name, now, scale=None):
+# Figures stored as ratios, drawn as percent.
+AS_PERCENT = {"memory_used_ratio": 100, "gpu_mem_used_ratio": 100}
+
+
+def series_chart_data(series, key, range_name, now):
     """A stored series (SPEC 9) over ``range_name`` as what a chart group draws, every figure it keeps; ≤ 2 queries.
 
-    Pool series also get ``stale`` = total − alive, the count the original's charts show.
+    Ratios come out as percent. Pool series also get ``stale`` = total − alive,
+    the count the original's charts show.
     """
     resolution_s, points = series.read(key, range_name, now)
-    data = columns(points, series.figures, scale)
+    data = columns(points, series.figures, AS_PERCENT)
     if "alive" in data and "total" in data:
         data["stale"] = [None if a is None or t is None else t - a for a, t in zip(data["alive"], data["total"])]
     return {"range": range_name, "range_s": RANGES[range_name], "resolution_s": resolution_s, "now": now, **data}
@@ -290,6 +295,17 @@ def chart(title, unit, series, maximum=None):
     """One chart of a chart group: its title and the spec the page script draws (``series``: (key, label)…)."""
     spec = {"unit": unit, "max": maximum, "series": [{"key": key, "label": label} for key, label in series]}
     return {"title": title, "unit": unit, "spec": json.dumps(spec)}
+
+
+# The charts of a pool's series, the same on the Proxy's pool page and the Scheduler's proxy page.
+POOL_CHARTS = (
+    chart("CPU average", "%", [("cpu_avg", "CPU")], 100),
+    chart("Memory used", "%", [("memory_used_ratio", "memory")], 100),
+    chart("GPU utilisation", "%", [("gpu_util_avg", "GPU")], 100),
+    chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
+    chart("Instances", "", [("alive", "alive"), ("stale", "stale"), ("with_resource", "reporting")]),
+    chart("Network, all instances", "Mbit/s", [("network_rx_mbps_total", "rx"), ("network_tx_mbps_total", "tx")]),
+)
 
 
 def pager_context(query, page, page_url, rows_url, target):

@@ -38,8 +38,6 @@ from proxy_app.listing import instance_rows
 SUMMARY_MAX_AGE_S = 3.0
 STATUS_CHANGES_SHOWN = 50
 UNKNOWN_ADMISSION = "unknown"
-# The charts draw every figure a series keeps; ratios as percent.
-AS_PERCENT = {"memory_used_ratio": 100, "gpu_mem_used_ratio": 100}
 
 
 def _timing():
@@ -215,8 +213,8 @@ def instance_exists(instance_id):
 
 
 def instance_series(instance_id, range_name, now):
-    return series_chart_data(INSTANCES, instance_id, range_name, now, AS_PERCENT)
+    return series_chart_data(INSTANCES, instance_id, range_name, now)
 
 
 def pool_series(range_name, now):
-    return series_chart_data(POOL, None, range_name, now, AS_PERCENT)
+    return series_chart_data(POOL, None, range_name, now)

@@ -12,6 +12,7 @@ from controlplane import clock
 from controlplane.history import RANGES
 from controlplane.pages import (
     PER_PAGE_CHOICES,
+    POOL_CHARTS,
     chart,
     dashboard_page,
     id_url,
@@ -25,14 +26,6 @@ from proxy_app.dashboard import PoolQuery
 
 FILTER_FORM_ID = "pool-filters"
 
-POOL_CHARTS = (
-    chart("CPU average", "%", [("cpu_avg", "CPU")], 100),
-    chart("Memory used", "%", [("memory_used_ratio", "memory")], 100),
-    chart("GPU utilisation", "%", [("gpu_util_avg", "GPU")], 100),
-    chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
-    chart("Instances", "", [("alive", "alive"), ("stale", "stale"), ("with_resource", "reporting")]),
-    chart("Network, all instances", "Mbit/s", [("network_rx_mbps_total", "rx"), ("network_tx_mbps_total", "tx")]),
-)
 INSTANCE_CHARTS = (
     chart("CPU", "%", [("cpu_util", "CPU")], 100),
     chart("Memory used", "%", [("memory_used_ratio", "memory")], 100),

@@ -35,8 +35,6 @@ STATUS_CHANGES_SHOWN = 50
 UNKNOWN_ADMISSION = "unknown"
 SPARK_WINDOW_S = 15 * 60
 SPARK_POINTS = 60
-# The charts draw every figure a series keeps; ratios as percent.
-AS_PERCENT = {"memory_used_ratio": 100, "gpu_mem_used_ratio": 100}
 
 
 def _timing():
@@ -213,4 +211,4 @@ def proxy_exists(proxy_id):
 
 def proxy_series(proxy_id, range_name, now):
     """A proxy's stored summaries as chart columns, ratios in percent, with ``stale`` = total − alive."""
-    return series_chart_data(PROXY_POOLS, proxy_id, range_name, now, AS_PERCENT)
+    return series_chart_data(PROXY_POOLS, proxy_id, range_name, now)

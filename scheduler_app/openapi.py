@@ -8,13 +8,11 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 from controlplane.openapi import (
-    NOT_FOUND,
     PAGING,
-    RANGE,
     Const,
     OkBody,
     RegisteredEntryRow,
-    entry_id,
+    entry_history_operation,
     history_answer,
     history_point,
     include_dead,
@@ -147,12 +145,10 @@ proxy_schema = extend_schema_view(
             "`limit` and `offset`: the bare array (compat); with either: a page object."
         ), page_of(ProxyRow, "Proxy"), parameters=[include_dead(False), *PAGING], tags=PROXIES,
     ),
-    history=read_operation(
+    history=entry_history_operation(
         "proxy_history", "A proxy's pool history",
         "The figures of a proxy's stored pool summaries over a range, oldest first (SPEC 9).",
-        PROXY_HISTORY, parameters=[entry_id("proxy_id", "proxy", EXAMPLE_PROXY), RANGE],
-        errors={404: OpenApiResponse(NOT_FOUND.response, description="No proxy and no series under that id.")},
-        tags=PROXIES,
+        PROXY_HISTORY, "proxy_id", "proxy", EXAMPLE_PROXY, tags=PROXIES,
     ),
 )
 

@@ -12,7 +12,7 @@ from controlplane import clock
 from controlplane.history import RANGES
 from controlplane.pages import (
     PER_PAGE_CHOICES,
-    chart,
+    POOL_CHARTS,
     dashboard_page,
     id_url,
     not_found_page,
@@ -24,15 +24,6 @@ from scheduler_app import dashboard
 from scheduler_app.dashboard import FleetQuery
 
 FILTER_FORM_ID = "fleet-filters"
-
-PROXY_CHARTS = (
-    chart("CPU average", "%", [("cpu_avg", "CPU")], 100),
-    chart("Memory used", "%", [("memory_used_ratio", "memory")], 100),
-    chart("GPU utilisation", "%", [("gpu_util_avg", "GPU")], 100),
-    chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
-    chart("Instances", "", [("alive", "alive"), ("stale", "stale"), ("with_resource", "reporting")]),
-    chart("Network, all instances", "Mbit/s", [("network_rx_mbps_total", "rx"), ("network_tx_mbps_total", "tx")]),
-)
 
 
 def _rows_context(query, now):
@@ -92,7 +83,7 @@ def proxy_page(request, proxy_id):
         "now": now,
         "proxy": detail,
         "live_url": reverse("fleet-proxy-live", args=[proxy_id]),
-        "charts": PROXY_CHARTS,
+        "charts": POOL_CHARTS,
         "ranges": list(RANGES),
         "range": range_choice(request.GET),
         "series_url": reverse("fleet-proxy-series", args=[proxy_id]),

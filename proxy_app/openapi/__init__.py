@@ -8,13 +8,12 @@ validator, the resource columns) the schema is read from it, so the two
 cannot drift apart.
 """
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, extend_schema_view
 
 from controlplane.openapi import (
-    NOT_FOUND,
     PAGING,
     RANGE,
-    entry_id,
+    entry_history_operation,
     include_dead,
     page_of,
     read_operation,
@@ -106,11 +105,9 @@ instance_schema = extend_schema_view(
             "and `offset`: the bare array (compat); with either: a page object."
         ), page_of(InstanceRow, "Instance"), parameters=[include_dead(False), *PAGING], tags=INSTANCES,
     ),
-    history=read_operation(
+    history=entry_history_operation(
         "instance_history", "An instance's history", "The instance's figures over a range, oldest first (SPEC 9).",
-        INSTANCE_HISTORY, parameters=[entry_id("instance_id", "instance", EXAMPLE_INSTANCE), RANGE],
-        errors={404: OpenApiResponse(NOT_FOUND.response, description="No instance and no series under that id.")},
-        tags=INSTANCES,
+        INSTANCE_HISTORY, "instance_id", "instance", EXAMPLE_INSTANCE, tags=INSTANCES,
     ),
 )
 

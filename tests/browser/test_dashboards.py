@@ -150,7 +150,7 @@ def test_it_starts_and_stops_a_local_agent(fleet, browser):
     listen = f"127.0.0.1:{free_port()}"
     page.fill("[data-testid=agent-listen]", listen)
     page.click("[data-testid=agent-start]")
-    expect(page.locator(".notice--success")).to_contain_text(f"Agent started: pid")
+    expect(page.locator(".notice--success")).to_contain_text("Agent started: pid")
     expect(page.locator("[data-testid=agent-state]")).to_have_text("running")
     expect(page.locator("[data-testid=agent-instance]")).to_have_text(f"hp_{listen}")
     wait_for(lambda: any(row["instance_id"] == f"hp_{listen}" for row in fleet.server.get("/v1/instance/list")),
