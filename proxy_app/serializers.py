@@ -43,18 +43,16 @@ class InstanceIdSerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(HeartbeatSerializerBase):
-    """A heartbeat; it may carry the capabilities, or only their fingerprint (SPEC 3.2)."""
+    """A heartbeat; it may carry the capabilities, or only their fingerprint (SPEC 3.2).
+
+    With both, the capabilities win and the fingerprint beside them is not
+    compared, as the original Proxy does: the object is the truth the
+    fingerprint is computed from.
+    """
 
     instance_id = entry_id_field()
     capabilities = CapabilitiesField(required=False, allow_null=True)
     capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
-
-    def validate(self, attrs):
-        if attrs.get("capabilities") is not None and attrs.get("capability_fingerprint") is not None:
-            raise serializers.ValidationError(
-                {"capability_fingerprint": ["Send capabilities or capability_fingerprint, not both."]}
-            )
-        return attrs
 
 
 class SnapshotSerializer(serializers.BaseSerializer):

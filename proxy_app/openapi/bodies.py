@@ -1,7 +1,7 @@
 """The Proxy API's request bodies and examples as OpenAPI (SPEC 3, 3.2), capabilities read from
 the validator itself."""
 
-from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
@@ -16,12 +16,15 @@ from proxy_app.serializers import HeartbeatSerializer, InstanceIdSerializer, Reg
 def capability_schema(member, direction):
     """The JSON schema of one member of ``proxy_app.capabilities.CAPABILITY``.
 
-    ``request``: what ``parse_capabilities`` accepts (unknown keys anywhere are a 400).
-    ``response``: what ``full_view`` shows (every field present, absent ones null).
+    ``request``: what ``parse_capabilities`` accepts (unknown keys anywhere are a 400; a null
+    member is read as absent).
+    ``response``: what ``full_view`` shows (every field present: typed objects and lists always,
+    absent optionals null).
     """
+    shown = direction == "response"
     if isinstance(member, caps._Record):
         properties = {key: capability_schema(child, direction) for key, child in member.members.items()}
-        schema = {"type": "object", "properties": properties, "nullable": True}
+        schema = {"type": "object", "properties": properties, "nullable": not shown}
         required = list(properties) if direction == "response" else [
             key for key, child in member.members.items() if isinstance(child, caps._RequiredText)]
         if required:
@@ -31,17 +34,18 @@ def capability_schema(member, direction):
         return schema
     if isinstance(member, caps._List):
         item = {**capability_schema(member.item, direction), "nullable": False}
-        return {"type": "array", "items": item, "maxItems": caps.MAX_ADAPTERS, "nullable": True}
+        return {"type": "array", "items": item, "maxItems": caps.MAX_ADAPTERS, "nullable": not shown}
     if isinstance(member, caps._Features):
         text = {"type": "string", "maxLength": caps.MAX_TEXT}
-        return {"type": "array", "items": text, "maxItems": caps.MAX_FEATURES, "nullable": True,
+        return {"type": "array", "items": text, "maxItems": caps.MAX_FEATURES, "nullable": not shown,
                 "description": "Sorted and de-duplicated when stored; [] when absent."}
     if isinstance(member, caps._PositiveInt):
         return {"type": "integer", "minimum": 1, "maximum": 2**31 - 1, "nullable": True}
     if isinstance(member, caps._Object):
-        return {"type": "object", "additionalProperties": {}, "nullable": True}
+        return {"type": "object", "additionalProperties": {}, "nullable": not (shown and member.empty_default)}
     if isinstance(member, caps._Text):
-        return {"type": "string", "maxLength": caps.MAX_TEXT, "nullable": not isinstance(member, caps._RequiredText)}
+        required = isinstance(member, caps._RequiredText) or (shown and member.default is not None)
+        return {"type": "string", "maxLength": caps.MAX_TEXT, "nullable": not required}
     raise TypeError(f"no schema for {member!r}")
 
 
@@ -53,10 +57,12 @@ def capabilities_component(direction, description):
 
 CAPABILITIES_REQUEST = capabilities_component("request", (
     "The original Instance's typed `InstanceCapability` (SPEC 3.2). Unknown keys anywhere in it are a "
-    "400; `configuration` and `layout_parameters` are free-form. Stored in canonical form: defaults "
-    "filled in (`schema_version` \"1\", `layout_parameters` {}, `supported_cache_features` []), null "
-    "members dropped, features sorted and de-duplicated; the fingerprint is `sha256:` + the hex SHA-256 "
-    "of that form as JSON with sorted keys, separators `,` `:` and UTF-8 text."
+    "400; `configuration` and `layout_parameters` are free-form; a null member is read as absent. "
+    "Stored in the original's canonical form: defaults filled in (every typed object and list present, "
+    "`schema_version` \"1\", `layout_parameters` {}, `supported_cache_features` []), null optionals "
+    "dropped, empty objects and lists kept, features sorted and de-duplicated; the fingerprint is "
+    "`sha256:` + the hex SHA-256 of that form as JSON with sorted keys, separators `,` `:` and UTF-8 "
+    "text, as the original Instance computes it."
 ))
 CAPABILITIES_VIEW = capabilities_component("response", (
     "The stored capabilities with every field present: defaults filled in, absent optionals null."
@@ -89,22 +95,8 @@ class InstanceRegister(RegisterSerializer):
 
 class InstanceHeartbeat(HeartbeatSerializer):
     """A heartbeat: load fields present are stored (null: unknown now), absent ones kept.
-    Send `capabilities` or `capability_fingerprint`, not both (a 400)."""
-
-
-class InstanceHeartbeatScheme(OpenApiSerializerExtension):
-    """The one rule across two fields: not both `capabilities` and `capability_fingerprint` non-null."""
-
-    target_class = InstanceHeartbeat
-
-    def map_serializer(self, auto_schema, direction):
-        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
-        # A null member is no type here (OpenAPI 3.0), so this is "not both sent as values".
-        schema["not"] = {
-            "required": ["capabilities", "capability_fingerprint"],
-            "properties": {"capabilities": {"type": "object"}, "capability_fingerprint": {"type": "string"}},
-        }
-        return schema
+    With `capabilities` they replace the stored ones (a `capability_fingerprint` beside them is not
+    compared, as the original Proxy does); with only a `capability_fingerprint`, it is compared."""
 
 
 class InstanceId(InstanceIdSerializer):

@@ -73,9 +73,11 @@ def reordered(value):
 
 
 def assert_no_null_members(value, record=CAPABILITY):
-    """Null members of the typed objects are dropped (free-form objects are kept as sent)."""
+    """Null members of the typed objects are dropped (free-form objects are kept as sent);
+    typed sub-objects and lists are always there, empty or not."""
     for key, member in record.members.items():
         if key not in value:
+            assert not hasattr(member, "members") and not hasattr(member, "item"), key
             continue
         assert value[key] is not None, key
         if hasattr(member, "members"):
@@ -117,6 +119,18 @@ def test_it_answers_flat_errors_or_a_canonical_object(value):
         assert features == sorted(set(features))
     view = full_view(canonical)
     assert set(view) == set(CAPABILITY.members)
+
+
+@PROPERTY
+@given(value=capabilities)
+def test_it_fingerprints_what_a_list_row_shows_as_what_was_registered(value):
+    """An instance that reads its own list row and sends it back gets the fingerprint it had."""
+    canonical, errors = parse(value)
+    if errors is not None or canonical is None:
+        return
+    shown = parse_capabilities(full_view(canonical))
+    assert shown == canonical
+    assert fingerprint(shown) == fingerprint(canonical)
 
 
 @PROPERTY

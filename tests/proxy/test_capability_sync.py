@@ -1,5 +1,8 @@
 """The original Instance's capability sync over the API (SPEC 3.2): register, heartbeat, list."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from proxy_app.capabilities import fingerprint, full_view, parse_capabilities
@@ -12,6 +15,8 @@ CAPABILITIES = make_capabilities()
 FINGERPRINT = fingerprint(parse_capabilities(CAPABILITIES))
 OTHER = make_capabilities(model={"identifier": "mistralai/Mistral-7B", "revision": None})
 OTHER_FINGERPRINT = fingerprint(parse_capabilities(OTHER))
+# Computed by the original Instance's code (tests/proxy/data/capability_vectors.json).
+VECTORS = json.loads((Path(__file__).parent / "data" / "capability_vectors.json").read_text("utf-8"))["vectors"]
 
 
 def register(api, **fields):
@@ -109,13 +114,35 @@ def test_it_treats_a_null_fingerprint_as_absent(api, frozen):
     assert beat(api, capability_fingerprint=None).json() == {"ok": True}
 
 
+@pytest.mark.parametrize("vector", VECTORS, ids=lambda vector: json.dumps(vector["sent"], ensure_ascii=False))
+def test_it_agrees_with_the_originals_fingerprint_from_register_to_heartbeat(api, frozen, vector):
+    assert register(api, capabilities=vector["sent"])["capability_fingerprint"] == vector["fingerprint"]
+    [row] = api.get("/v1/instance/list").json()
+    assert row["capability_fingerprint"] == vector["fingerprint"]
+    assert parse_capabilities(row["capabilities"]) == json.loads(vector["canonical"])
+    frozen.shift(5)
+    assert beat(api, capability_fingerprint=vector["fingerprint"], inflight=2).json() == {"ok": True}
+    assert Instance.objects.get(pk="i-1").last_seen_at == T0 + 5
+
+
 def test_it_lists_capabilities_with_every_field_and_the_fingerprint(api, frozen):
     register(api, capabilities={"model": {"identifier": "m"}})
     [row] = api.get("/v1/instance/list").json()
     assert row["capability_fingerprint"] == fingerprint(parse_capabilities({"model": {"identifier": "m"}}))
     assert row["capabilities"] == full_view(parse_capabilities({"model": {"identifier": "m"}}))
-    assert row["capabilities"]["tokenizer"] is None
+    assert row["capabilities"]["tokenizer"] == {"identifier": None, "revision": None}
     assert row["capabilities"]["model"] == {"identifier": "m", "revision": None}
+    assert row["capabilities"]["adapters"] == []
+    assert row["capabilities"]["runtime"]["supported_cache_features"] == []
+
+
+def test_it_takes_the_capabilities_of_a_heartbeat_that_also_carries_a_fingerprint(api, frozen):
+    """As the original Proxy does: the object wins, the fingerprint beside it is not compared."""
+    register(api, capabilities=CAPABILITIES)
+    frozen.shift(5)
+    assert beat(api, capabilities=OTHER, capability_fingerprint=FINGERPRINT).json() == {"ok": True}
+    assert stored() == (parse_capabilities(OTHER), OTHER_FINGERPRINT)
+    assert Instance.objects.get(pk="i-1").last_seen_at == T0 + 5
 
 
 @pytest.mark.parametrize("endpoint, body", [
@@ -129,7 +156,6 @@ def test_it_lists_capabilities_with_every_field_and_the_fingerprint(api, frozen)
     ("heartbeat", {"capability_fingerprint": 12345}),
     ("heartbeat", {"capability_fingerprint": ["sha256:x"]}),
     ("heartbeat", {"capability_fingerprint": "sha256:" + "0" * 200}),
-    ("heartbeat", {"capabilities": make_capabilities(), "capability_fingerprint": FINGERPRINT}),
 ])
 def test_it_refuses_bad_capabilities_and_fingerprints_writing_nothing(api, frozen, endpoint, body):
     register(api, capabilities=CAPABILITIES)

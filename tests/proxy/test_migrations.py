@@ -37,3 +37,37 @@ def test_it_moves_every_stored_snapshot_into_its_own_table(at_0005):
 
     assert moved == {"i-0": {"schema_version": "resource_snapshot_v1", "n": 1}, "i-1": {}}
     assert "raw_resource" not in {f.name for f in new.get_model("proxy_app", "InstanceResource")._meta.fields}
+
+
+@pytest.fixture
+def at_0008():
+    """The database as 0008 left it (capabilities without their empty members); latest afterwards."""
+    yield _migrate([("proxy_app", "0008_pool_series_network")])
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_recomputes_every_stored_canonical_form_and_fingerprint(at_0008):
+    """Stored by the old canonical form, an instance is told "mismatch" on every beat; after 0009 it matches."""
+    Instance = at_0008.get_model("proxy_app", "Instance")
+    before = {  # what 0003..0008 stored: empty members dropped, and the digest of that form
+        "i-empty": ({"schema_version": "1"},
+                    "sha256:5e8693161ce3c913ee2ba9a48f9ba4ee386d8e23a6f49eeab96bae5f08878ead"),
+        "i-llama": ({"model": {"identifier": "llama"}, "schema_version": "1"}, "sha256:c6899e85"),
+        "i-none": (None, None),
+    }
+    for n, (instance_id, (capabilities, digest)) in enumerate(before.items()):
+        Instance.objects.create(instance_id=instance_id, host="10.0.0.1", port=8000 + n, registered_at=1.0,
+                                last_seen_at=1.0, capabilities=capabilities, capability_fingerprint=digest)
+
+    after = _migrate([("proxy_app", "0009_capabilities_keep_empty_members")]).get_model("proxy_app", "Instance")
+    rows = {row.instance_id: (row.capabilities, row.capability_fingerprint) for row in after.objects.all()}
+
+    empty = {"adapters": [], "kv_cache": {"layout_parameters": {}}, "model": {}, "parallelism": {},
+             "runtime": {"supported_cache_features": []}, "schema_version": "1", "tokenizer": {}}
+    assert rows == {  # the original Instance's own fingerprints (tests/proxy/data/capability_vectors.json)
+        "i-empty": (empty, "sha256:4794e385053345a129d5862de0a5ee71525162f2cfb5fd95590ba0572bc62c46"),
+        "i-llama": ({**empty, "model": {"identifier": "llama"}},
+                    "sha256:4e63e59360a6b6a97850ed7ef21cc975dc23f9f5a728a51606207457bc996d41"),
+        "i-none": (None, None),
+    }
