@@ -1,0 +1,119 @@
+"""A snapshot's ``engines`` as the Proxy's columns, and the pool's engine section (SPEC 13): pure, no database."""
+
+import pytest
+
+from proxy_app.engines import engine_columns, engine_section, model_counts, saturation_of
+
+TS = 1_767_225_600_000
+
+
+def engine(**fields):
+    """One engine object as the agent reports it: a healthy vLLM engine unless told otherwise."""
+    values = {
+        "url": "http://127.0.0.1:8001", "kind": "vllm", "model": "tiny", "engine_index": "0", "status": "ok",
+        "error": None, "scraped_at_ms": TS - 300, "scrape_ms": 4.2, "requests_running": 4, "requests_waiting": 8,
+        "kv_cache_usage_ratio": 0.25, "kv_cache_capacity_tokens": 4096, "prefix_cache_hit_ratio": None,
+        "preemptions": 0, "prompt_tokens_per_s": 12.0, "generation_tokens_per_s": 40.0, "ttft_p50_s": 0.2,
+        "ttft_p95_s": 0.9, "itl_p50_s": 0.05, "window_ms": 10000, "lora": None, "sleeping": False,
+    }
+    values.update(fields)
+    return values
+
+
+def failed(status, **fields):
+    figures = dict.fromkeys(("requests_running", "requests_waiting", "kv_cache_usage_ratio",
+                             "kv_cache_capacity_tokens", "ttft_p95_s", "scrape_ms"))
+    return engine(status=status, error=f"{status}: boom", model=None, kind=None, **{**figures, **fields})
+
+
+def test_it_has_no_engine_columns_without_an_engines_list():
+    columns = engine_columns({"devices": {}}, TS)
+    assert set(columns.values()) == {None}
+
+
+def test_it_counts_an_empty_list_as_no_engines_measured():
+    columns = engine_columns({"engines": []}, TS)
+    assert (columns["engine_count"], columns["engine_ok_count"], columns["engine_status"]) == (0, 0, None)
+    assert columns["engine_models"] == [] and columns["requests_waiting"] is None
+
+
+def test_it_reads_one_ok_engine():
+    columns = engine_columns({"engines": [engine()]}, TS)
+    assert columns == {
+        "engine_count": 1, "engine_ok_count": 1, "engine_status": "ok", "engine_models": ["tiny"],
+        "requests_running": 4, "requests_waiting": 8, "kv_cache_usage_ratio": 0.25,
+        "kv_cache_capacity_tokens": 4096, "ttft_p95_s": 0.9, "engine_sample_age_ms": 300,
+    }
+
+
+def test_it_sums_queues_and_takes_the_worst_kv_and_ttft_over_ok_engines_of_a_data_parallel_server():
+    engines = [engine(engine_index="0", requests_waiting=3, kv_cache_usage_ratio=0.5, ttft_p95_s=0.4),
+               engine(engine_index="1", requests_waiting=5, kv_cache_usage_ratio=0.75, ttft_p95_s=1.5,
+                      scraped_at_ms=TS - 100)]
+    columns = engine_columns({"engines": engines}, TS)
+    assert (columns["requests_waiting"], columns["requests_running"]) == (8, 8)
+    assert (columns["kv_cache_usage_ratio"], columns["ttft_p95_s"]) == (0.75, 1.5)
+    assert columns["kv_cache_capacity_tokens"] == 8192
+    assert columns["engine_sample_age_ms"] == 100
+
+
+def test_it_leaves_failed_engines_out_of_the_figures_and_names_the_worst_status():
+    engines = [engine(model="llama"), failed("timeout"), failed("unreachable", url="http://127.0.0.1:8002")]
+    columns = engine_columns({"engines": engines}, TS)
+    assert (columns["engine_count"], columns["engine_ok_count"], columns["engine_status"]) == (3, 1, "unreachable")
+    assert columns["requests_waiting"] == 8 and columns["engine_models"] == ["llama"]
+
+
+def test_it_gives_null_figures_when_no_engine_is_ok():
+    columns = engine_columns({"engines": [failed("http_error")]}, TS)
+    assert columns["engine_status"] == "http_error"
+    assert [columns[name] for name in ("requests_running", "requests_waiting", "kv_cache_usage_ratio")] == [None] * 3
+
+
+@pytest.mark.parametrize("value", [None, "n/a", "garbage", True, -1, float("nan"), [], {}])
+def test_it_reads_what_is_not_a_count_as_unknown_never_zero(value):
+    assert engine_columns({"engines": [engine(requests_waiting=value)]}, TS)["requests_waiting"] is None
+
+
+@pytest.mark.parametrize("value", [1.5, -0.1, "x"])
+def test_it_reads_a_kv_usage_outside_zero_to_one_as_unknown(value):
+    assert engine_columns({"engines": [engine(kv_cache_usage_ratio=value)]}, TS)["kv_cache_usage_ratio"] is None
+
+
+@pytest.mark.parametrize("listed", ["vllm", {"status": "ok"}, 7])
+def test_it_reads_an_engines_value_that_is_not_a_list_as_absent(listed):
+    assert engine_columns({"engines": listed}, TS)["engine_count"] is None
+
+
+def test_it_skips_items_that_are_not_objects_and_reads_unknown_statuses_as_bad_format():
+    columns = engine_columns({"engines": [engine(), "x", None, engine(status="sleepy")]}, TS)
+    assert (columns["engine_count"], columns["engine_ok_count"], columns["engine_status"]) == (2, 1, "bad_format")
+
+
+def test_it_saturates_at_one_from_the_larger_of_queue_and_kv():
+    assert saturation_of(2, 0.4, 5, 0.8) == 0.5
+    assert saturation_of(20, 0.1, 5, 0.8) == 1.0
+    assert saturation_of(None, 0.6, 5, 0.8) == pytest.approx(0.75)
+    assert saturation_of(None, None, 5, 0.8) is None
+
+
+def test_it_counts_models_most_instances_first_an_instance_under_each_of_its_models():
+    groups = [(["llama"], 3, 7), (["llama", "mistral"], 1, 2), (["qwen"], 4, None)]
+    assert model_counts(groups) == [
+        {"model": "llama", "instances": 4, "requests_waiting_total": 9},
+        {"model": "qwen", "instances": 4, "requests_waiting_total": None},
+        {"model": "mistral", "instances": 1, "requests_waiting_total": 2},
+    ]
+    assert len(model_counts([([f"m{n:02}"], 1, 0) for n in range(40)])) == 32
+
+
+def test_it_builds_the_pool_engine_section_with_null_where_no_instance_had_an_engine():
+    empty = dict.fromkeys(("requests_running_total", "requests_waiting_total", "kv_cache_usage_avg",
+                           "kv_cache_usage_max", "kv_cache_capacity_tokens_total", "ttft_p95_max_s", "saturation"))
+    section = engine_section({**empty, "instances_with_engine": 0, "instances_engine_ok": 0}, [])
+    assert section == {**empty, "instances_with_engine": 0, "models": None}
+    totals = {**empty, "instances_with_engine": 2, "instances_engine_ok": 2, "requests_waiting_total": 9.0,
+              "saturation": 0.5}
+    section = engine_section(totals, [(["tiny"], 2, 9)])
+    assert section["requests_waiting_total"] == 9 and isinstance(section["requests_waiting_total"], int)
+    assert section["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": 9}]
