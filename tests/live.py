@@ -87,7 +87,11 @@ class ChildProcess:
     stopped with SIGTERM like systemd would, its output kept in a log file."""
 
     kind = "process"
+    start_timeout_s = START_TIMEOUT_S
     stop_timeout_s = 60
+    # A program that forks workers of its own runs in a process group of its
+    # own, so stopping it also ends any worker it leaves behind.
+    own_process_group = False
 
     port = None
     log_path = None
@@ -105,9 +109,11 @@ class ChildProcess:
 
     def start(self, interval_s=0.2):
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.argv(), cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.argv(), cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=self.own_process_group)
         try:
-            wait_for(self._ready, timeout_s=START_TIMEOUT_S, interval_s=interval_s, message=f"{self.kind} on {self.url}")
+            wait_for(self._ready, timeout_s=self.start_timeout_s, interval_s=interval_s,
+                     message=f"{self.kind} on {self.url}")
         except AssertionError:
             self.stop()
             raise AssertionError(f"{self.kind} did not start; log:\n{self.log()}") from None
@@ -132,6 +138,11 @@ class ChildProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.own_process_group:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:  # every worker ended with it
+                pass
         return self.process.returncode
 
     def log(self):

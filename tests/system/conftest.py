@@ -1,7 +1,9 @@
-"""Fixtures of the system tests: servers and agents started per test, their logs on failure."""
+"""Fixtures of the system tests: servers and agents started per test, one real vLLM per
+session, their logs on failure."""
 
 import pytest
 
+from tests.engines import CompletionLoad, VllmServer
 from tests.live import AgentProcess, LiveServer
 
 
@@ -42,6 +44,40 @@ def agents(request, tmp_path):
         agent.stop()
 
 
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """The real vLLM (CPU build, tiny random model, ``--max-num-seqs 4``), started once per session.
+
+    It takes about a minute to start, so every test shares it; tests that load
+    it do so through ``completion_load``, which leaves it idle again. Point an
+    agent at it with ``--engine-url`` ``vllm_server.url``. Without vLLM's
+    interpreter (``./fw test`` provides it) the tests that use it fail.
+    """
+    server = VllmServer(tmp_path_factory.mktemp("vllm")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def completion_load(vllm_server):
+    """Factory of started ``CompletionLoad``s on the session's vLLM:
+    ``completion_load(12)`` keeps twelve 1500-token completions in flight,
+    ``completion_load(6, max_tokens=32)`` six short ones. Afterwards every load
+    still running is cancelled and drained, and the engine's queue is awaited
+    empty, so the next test finds it idle.
+    """
+    loads = []
+
+    def _load(count, **kwargs):
+        loads.append(CompletionLoad(vllm_server.url, count, **kwargs).start())
+        return loads[-1]
+
+    yield _load
+    for load in loads:
+        load.cancel().drain()
+    vllm_server.wait_for_queue(lambda running, waiting: running == waiting == 0, message="the engine idle again")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -52,3 +88,6 @@ def pytest_runtest_makereport(item, call):
         report.sections.append((f"agent {agent.instance_id} log ({agent.log_path})", agent.log()))
     for server in getattr(item, "fleetwatch_servers", ()):
         report.sections.append((f"server {server.url} log ({server.log_path})", server.log()))
+    engine = getattr(item, "funcargs", {}).get("vllm_server")
+    if engine is not None:
+        report.sections.append((f"vllm {engine.url} log ({engine.log_path})", engine.log()))
