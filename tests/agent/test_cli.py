@@ -17,19 +17,20 @@ from tests.live import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def agent_env():
+def agent_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
     env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
     return env
 
 
-def run_agent(*args, timeout=30):
-    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=agent_env(), capture_output=True,
-                          text=True, timeout=timeout)
+def run_agent(*args, timeout=30, env=None):
+    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
+                          capture_output=True, text=True, timeout=timeout)
 
 
-def start_agent(*args):
-    return subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=agent_env(),
+def start_agent(*args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -63,6 +64,40 @@ def test_it_prints_one_real_snapshot_with_once():
     assert isinstance(snapshot["devices"]["gpu"], list)
     assert snapshot["gpu_status"] == "ok" or snapshot["devices"]["gpu"] == []
     assert snapshot["capacity_hint"]["admission_state"] in ("accepting", "degraded", "rejecting")
+
+
+def test_it_prints_the_engines_it_was_pointed_at_with_once(busy_vllm):
+    closed = f"http://127.0.0.1:{free_port()}"
+    result = run_agent("--once", "--no-report", "--sample-interval-ms", "100", "--engine-url", busy_vllm.url,
+                       env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=closed))
+    assert result.returncode == 0, result.stderr
+    [engine] = json.loads(result.stdout)["engines"]  # the flag wins over the variable
+    assert (engine["url"], engine["status"], engine["requests_waiting"]) == (busy_vllm.url, "ok", 8)
+    assert engine["prompt_tokens_per_s"] == 0.0  # two scrapes: a rate, measured (the capture does not move)
+
+
+def test_it_reads_engine_urls_from_the_spec_variable(busy_vllm):
+    closed = f"http://127.0.0.1:{free_port()}"
+    port = free_port()
+    process = start_agent("--listen", f"127.0.0.1:{port}", "--no-report", "--sample-interval-ms", "100",
+                          env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=f"{busy_vllm.url},{closed}"))
+    try:
+        assert wait_until(lambda: _snapshot_or_none(port) is not None)
+        engines = _snapshot_or_none(port)["engines"]
+        assert [(e["url"], e["status"]) for e in engines] == [(busy_vllm.url, "ok"), (closed, "unreachable")]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _snapshot_or_none(port):
+    try:
+        return get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]
+    except OSError:
+        return None
 
 
 def test_it_reports_once_when_a_proxy_is_given(fake_proxy):
