@@ -192,12 +192,9 @@ def _histogram(reading, samples, engine_label):
     """Buckets of the lowest-ranked fitting series as ascending ``(le, cumulative)``; None when absent."""
     series = {}
     for labels, value in samples or ():
-        if "le" not in labels:
-            continue
-        rest = {name: text for name, text in labels.items() if name != "le"}
-        if reading.fits(rest, engine_label):
-            key = tuple(sorted(rest.items()))
-            series.setdefault(key, []).append((float(labels["le"]), value))
+        bucket = labels.bucket()
+        if bucket is not None and reading.fits(labels, engine_label):
+            series.setdefault(bucket[0], []).append((bucket[1], value))
     if not series:
         return None
     key = min(series, key=lambda k: _rank_order(dict(k)))

@@ -9,137 +9,21 @@ thread per engine, never more), and once it has run past the timeout the
 engine is reported ``timeout`` with null figures even while the thread is
 still stuck (in a DNS lookup, say, which no socket timeout covers).
 
-The HTTP client is the standard library's: the agent already has ``requests``
-for the Proxy, but it is imported only when reporting, and ``http.client``
-lets one deadline cover the whole scrape, not each socket read.
+The HTTP client is ``engine_http.MetricsFetcher``, the reading of the answer
+``engine_figures.EngineTracker``.
 """
 
 from __future__ import annotations
 
-import http.client
 import logging
-import ssl
 import threading
 import time
-from urllib.parse import urlsplit
 
-from agent.engine_figures import BAD_FORMAT, HTTP_ERROR, OK, TIMEOUT, UNREACHABLE, EngineTracker
+from agent.engine_figures import BAD_FORMAT, OK, TIMEOUT, EngineTracker
+from agent.engine_http import MetricsFetcher
 from agent.sampler import monotonic_ms, wall_ms
 
 log = logging.getLogger(__name__)
-
-MAX_BODY_BYTES = 8 * 1024 * 1024  # a vLLM /metrics is ~50 KB; LoRA-heavy ones a few hundred
-READ_CHUNK = 64 * 1024
-HEADERS = {"Accept": "text/plain; version=0.0.4", "Accept-Encoding": "identity",
-           "User-Agent": "fleetwatch-agent"}
-
-
-class _Deadline(Exception):
-    pass
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class MetricsFetcher:
-    """``GET URL/metrics`` over one kept-alive connection, within one deadline."""
-
-    def __init__(self, url, timeout_s, clock_s=time.monotonic):
-        parts = urlsplit(url)
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port
-        self._path = (parts.path.rstrip("/") or "") + "/metrics"
-        self._timeout_s = timeout_s
-        self._clock_s = clock_s
-        self._conn = None
-
-    def fetch(self):
-        """``(status, error, text)``; ``text`` is the body when the status is ``ok``. Never raises."""
-        deadline = self._clock_s() + self._timeout_s
-        reused = self._conn is not None
-        answer = self._attempt(deadline)
-        if answer[0] == UNREACHABLE and reused:
-            # Most likely a kept-alive connection the engine closed while
-            # idle, not an engine that went away: one fresh try.
-            answer = self._attempt(deadline)
-        return answer
-
-    def _attempt(self, deadline):
-        try:
-            return OK, None, self._get(deadline)
-        except (TimeoutError, _Deadline):
-            error = TIMEOUT, f"no answer within {self._timeout_s * 1000:.0f} ms"
-        except _HttpStatus as status:
-            error = HTTP_ERROR, str(status)
-        except _TooLarge:
-            error = BAD_FORMAT, f"answer larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
-        except http.client.RemoteDisconnected as failure:  # before HTTPException: it is both
-            error = UNREACHABLE, _describe(failure)
-        except http.client.HTTPException as failure:  # not HTTP at all, or cut short
-            error = HTTP_ERROR, _describe(failure)
-        except OSError as failure:  # refused, reset, no route, name not known, TLS
-            error = UNREACHABLE, _describe(failure)
-        self.close()
-        return error[0], error[1], None
-
-    def close(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _remaining(self, deadline):
-        left = deadline - self._clock_s()
-        if left <= 0:
-            raise _Deadline()
-        return left
-
-    def _connection(self, deadline):
-        if self._conn is None:
-            timeout = self._remaining(deadline)
-            if self._https:
-                self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
-                                                         context=ssl.create_default_context())
-            else:
-                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        return self._conn
-
-    def _settle(self, conn, deadline):
-        # Every blocking read gets what is left of the one deadline, so an
-        # engine that dribbles its answer cannot stretch the scrape.
-        if conn.sock is not None:
-            conn.sock.settimeout(self._remaining(deadline))
-
-    def _get(self, deadline):
-        conn = self._connection(deadline)
-        self._settle(conn, deadline)
-        conn.request("GET", self._path, headers=HEADERS)
-        self._settle(conn, deadline)
-        response = conn.getresponse()
-        if response.status != 200:
-            raise _HttpStatus(f"HTTP {response.status} {response.reason}".strip())
-        chunks, size = [], 0
-        while True:
-            self._settle(conn, deadline)
-            chunk = response.read(READ_CHUNK)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise _TooLarge()
-            chunks.append(chunk)
-        if response.will_close:
-            self.close()
-        return b"".join(chunks).decode("utf-8", errors="replace")
-
-
-class _HttpStatus(Exception):
-    pass
-
-
-def _describe(error):
-    text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}" if type(error).__name__ not in text else text
 
 
 class EngineScraper:

@@ -1,12 +1,12 @@
 """A reader of the Prometheus text exposition format, limited to the samples asked for.
 
 A serving engine's ``/metrics`` is ~50 KB and 600 lines, of which the agent
-needs about a hundred (SPEC 13's families). ``prometheus_client``'s parser
+needs about fifty (SPEC 13's families). ``prometheus_client``'s parser
 reads every line into objects and takes ~12 ms for one vLLM scrape on a busy
 2-vCPU host; at four scrapes a second that alone would be several percent of
-a core. This reader skips every line that does not start with a wanted
-sample name (one C-level ``startswith`` per line) and parses only the rest,
-with the same grammar and label escaping as ``prometheus_client``. The tests
+a core. This reader finds the lines that start with a wanted sample name
+with one regex search through the text and parses only those, with the same
+grammar and label escaping as ``prometheus_client``. The tests
 check that both give the same samples on real vLLM captures and on the
 SGLang fixture; ``bench/exposition.py`` measures the two side by side.
 """
@@ -37,17 +37,53 @@ def _unescape(value: str) -> str:
     return _ESCAPE.sub(lambda match: _ESCAPES[match.group(0)], value)
 
 
+class Labels(dict):
+    """A sample's labels, plus what a histogram bucket needs of them, worked out once."""
+
+    __slots__ = ("_bucket",)
+
+    def bucket(self):
+        """``(series key without le, le as a float)``, or None for a sample without ``le``."""
+        try:
+            return self._bucket
+        except AttributeError:
+            pass
+        if "le" not in self:
+            self._bucket = None
+        else:
+            self._bucket = (tuple(sorted((k, v) for k, v in self.items() if k != "le")), float(self["le"]))
+        return self._bucket
+
+
 # An engine repeats the same label sets scrape after scrape (every bucket of
 # every histogram), so each distinct text is parsed once; the bound keeps
 # churning labels (LoRA adapter lists) from growing memory.
 @functools.lru_cache(maxsize=4096)
-def parse_labels(text: str) -> dict:
-    """The labels of ``{text}`` as a dict, shared between calls: read it, never change it."""
+def parse_labels(text: str) -> Labels:
+    """The labels of ``{text}``, shared between calls: read them, never change them."""
     if not text.strip():
-        return {}
+        return Labels()
     if _LABEL_SET.fullmatch(text) is None:
         raise ExpositionError(f"malformed labels {{{text[:80]}}}")
-    return {name: _unescape(value) for name, value in _LABEL.findall(text)}
+    labels = Labels((name, _unescape(value)) for name, value in _LABEL.findall(text))
+    if "le" in labels:
+        try:
+            labels.bucket()
+        except ValueError:
+            raise ExpositionError(f"bucket bound le={labels['le']!r} is not a number") from None
+    return labels
+
+
+@functools.lru_cache(maxsize=16)
+def _line_finder(wanted: frozenset):
+    """One regex that finds the lines of the wanted samples: a newline, then one of the names.
+
+    A pattern that starts with a literal newline lets the regex engine skip
+    through the text at C speed between the few lines that matter, about
+    three times faster than looking at each line in Python.
+    """
+    names = "|".join(re.escape(name) for name in sorted(wanted, key=len, reverse=True))
+    return re.compile(r"\n((?:" + names + r")(?![a-zA-Z0-9_:])[^\n]*)")
 
 
 def parse_samples(text: str, wanted) -> dict:
@@ -58,11 +94,8 @@ def parse_samples(text: str, wanted) -> dict:
     included, are skipped unread. A wanted line that does not parse raises
     ``ExpositionError``.
     """
-    prefixes = tuple(wanted)
     samples = {}
-    for line in text.split("\n"):
-        if not line.startswith(prefixes):
-            continue
+    for line in _line_finder(frozenset(wanted)).findall("\n" + text):
         brace = line.find("{")
         if brace == -1:
             name, _, rest = line.partition(" ")
@@ -73,10 +106,8 @@ def parse_samples(text: str, wanted) -> dict:
             name, labels, rest = line[:brace], line[brace + 1:close], line[close + 1:]
             if close < brace or (rest and rest[0] not in " \t"):
                 raise ExpositionError(f"malformed sample line {line[:80]!r}")
-        if name not in wanted:
-            continue  # a longer name that merely starts like a wanted one
         fields = rest.split()
-        if not 1 <= len(fields) <= 2:
+        if name not in wanted or not 1 <= len(fields) <= 2:
             raise ExpositionError(f"malformed sample line {line[:80]!r}")
         try:
             value = float(fields[0])

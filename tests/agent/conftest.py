@@ -238,6 +238,7 @@ class FakeEngine:
     def __init__(self, body=""):
         self.body = body
         self.mode = "serve"
+        self.drop_idle = False  # close each connection after its answer, unannounced (an idle timeout)
         self.requests = 0
         self.connections = 0
         self._release = threading.Event()
@@ -263,7 +264,9 @@ class FakeEngine:
                     return self._answer(500, "text/plain", b"Internal Server Error")
                 if engine.mode == "garbage":
                     return self._answer(200, "text/html", b"<html><body>It works!</body></html>")
-                return self._answer(200, "text/plain; version=0.0.4; charset=utf-8", engine.body.encode())
+                self._answer(200, "text/plain; version=0.0.4; charset=utf-8", engine.body.encode())
+                self.close_connection = engine.drop_idle
+                return None
 
             def _answer(self, status, content_type, data):
                 self.send_response(status)

@@ -248,7 +248,9 @@ class FakeNvml:
         return event_set
 
     def nvmlDeviceGetSupportedEventTypes(self, handle):
-        self._device("nvmlDeviceGetSupportedEventTypes", handle)
+        gpu = self._device("nvmlDeviceGetSupportedEventTypes", handle)
+        if "nvmlDeviceRegisterEvents" in gpu.not_supported:
+            return _real.nvmlEventTypeAll & ~_real.nvmlEventTypeXidCriticalError
         return _real.nvmlEventTypeAll
 
     def nvmlDeviceRegisterEvents(self, handle, eventTypes, eventSet):  # noqa: N803 - real names

@@ -1,6 +1,7 @@
 """Engines scraped over real HTTP in the background: answers, failures, hangs, no pile-up (SPEC 13)."""
 
 import json
+import socket
 import threading
 import time
 import urllib.request
@@ -9,7 +10,8 @@ import pytest
 
 from agent.app import Agent
 from agent.config import Settings
-from agent.engines import EngineScraper, EngineScrapers, MetricsFetcher
+from agent.engine_http import MetricsFetcher
+from agent.engines import EngineScraper, EngineScrapers
 from agent.gpu import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
@@ -170,11 +172,87 @@ def test_it_gives_up_on_a_hung_engine_at_its_timeout_and_reconnects(busy_vllm):
 
 
 def test_it_retries_once_on_a_kept_alive_connection_the_engine_closed(busy_vllm):
+    busy_vllm.drop_idle = True
     fetcher = MetricsFetcher(busy_vllm.url, timeout_s=2.0)
     assert fetcher.fetch()[0] == "ok"
-    fetcher._conn.sock.close()  # as an engine closing an idle connection looks from here
     assert fetcher.fetch()[0] == "ok"
+    assert (busy_vllm.requests, busy_vllm.connections) == (2, 2)
     fetcher.close()
+
+
+class RawEngine:
+    """A TCP server answering each request with fixed bytes, for the framings and oddities of HTTP."""
+
+    def __init__(self, answer: bytes, close=False):
+        self.answer = answer
+        self.close_after = close
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                while True:
+                    request = b""
+                    while b"\r\n\r\n" not in request:
+                        data = conn.recv(65536)
+                        if not data:
+                            break
+                        request += data
+                    if not request:
+                        break
+                    conn.sendall(self.answer)
+                    if self.close_after:
+                        break
+
+    def close(self):
+        self.listener.close()
+
+
+BODY = (ENGINE_CAPTURES / "vllm-0.32.0-cpu-busy.prom").read_bytes()
+
+
+def chunked(body, size=7000):
+    parts = [b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size]) for i in range(0, len(body), size)]
+    return b"".join(parts) + b"0\r\nX-Trailer: yes\r\n\r\n"
+
+
+@pytest.mark.parametrize(("answer", "close"), [
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(BODY), False),
+    (b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + BODY, True),  # to the end of the connection
+    (b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\nConnection: close\r\n\r\n" % len(BODY) + BODY, True),
+])
+def test_it_reads_every_framing_of_the_answer(answer, close):
+    engine = RawEngine(answer, close)
+    fetcher = MetricsFetcher(engine.url, timeout_s=2.0)
+    try:
+        for _ in range(2):  # and again, on the kept connection or a fresh one
+            status, error, text = fetcher.fetch()
+            assert (status, error) == ("ok", None) and text == BODY.decode()
+    finally:
+        fetcher.close()
+        engine.close()
+
+
+@pytest.mark.parametrize(("answer", "status", "error"), [
+    (b"SSH-2.0-OpenSSH_9.2p1\r\n\r\n", "http_error", "not an HTTP answer: 'SSH-2.0-OpenSSH_9.2p1'"),
+    (b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found", "http_error", "HTTP 404 Not Found"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\n\r\n", "bad_format", "answer larger than 8 MiB"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "unreachable", "the engine closed the connection"),
+])
+def test_it_names_what_was_wrong_with_an_answer(answer, status, error):
+    engine = RawEngine(answer, close=True)
+    fetcher = MetricsFetcher(engine.url, timeout_s=2.0)
+    try:
+        assert fetcher.fetch() == (status, error, None)
+    finally:
+        fetcher.close()
+        engine.close()
 
 
 def get(url, timeout=10):
