@@ -249,6 +249,10 @@ class GpuMonitor:
             self._events.watch(gpu.index, handle)
             gpu.watched = device_address(handle)
 
+    def needs_round(self):
+        """Whether ``sample()`` would touch NVML: there are GPUs, or a retry of NVML is due."""
+        return bool(self._gpus) or (self._retry_at is not None and self._clock_ms() >= self._retry_at)
+
     def sample(self):
         if self._retry_at is not None and self._clock_ms() >= self._retry_at:
             self.open()

@@ -66,6 +66,8 @@ class GpuSampler:
 
     def sample(self):
         with self._changed:
+            if not self._busy and self._opened.is_set() and not self.monitor.needs_round():
+                return []  # a host without GPUs (or NVML): nothing to hand to the thread
             stuck = self._busy
             if not stuck:
                 self._busy = True

@@ -169,3 +169,18 @@ def test_the_watchdog_lets_a_normal_round_through_unchanged(clock, two_gpus):
         assert rows[-1][1]["utilization_pct_current"] == 80.0
     finally:
         sampler.stop()
+
+
+def test_the_gpu_thread_is_left_alone_on_a_host_without_gpus_until_nvml_is_due_again(clock):
+    nvml = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    sampler = GpuSampler(GpuMonitor(nvml, clock_ms=clock.ms, event_wait_ms=20), slow_ms=2000)
+    sampler.start()
+    try:
+        assert sampler.sample() == [] and sampler.status == "nvml_unavailable: Driver Not Loaded"
+        assert sampler._rounds == 0  # nothing to read: no round handed to the thread
+        nvml.init_error = None
+        clock.advance(60_000)  # NVML is tried again on the thread, and found
+        [gpu] = sampler.sample()
+        assert gpu["health"] == "ok" and sampler.status == "ok" and nvml.calls["nvmlInit"] == 2
+    finally:
+        sampler.stop()
