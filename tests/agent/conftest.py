@@ -132,6 +132,14 @@ def two_gpus():
 
 # --- fake Proxy -------------------------------------------------------------------
 
+def serve_on_loopback(handler):
+    """A threaded HTTP server on a free 127.0.0.1 port, serving on a daemon thread: ``(server, url)``."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
 class FakeProxy:
     """A minimal Proxy speaking SPEC 3's instance endpoints, recording every request.
 
@@ -166,11 +174,7 @@ class FakeProxy:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.httpd, self.url = serve_on_loopback(Handler)
 
     def _answer(self, path, body, headers):
         with self._changed:
@@ -278,11 +282,7 @@ class FakeEngine:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.httpd, self.url = serve_on_loopback(Handler)
 
     def close(self):
         self._release.set()

@@ -1,5 +1,6 @@
 """The agent as operators run it: ``python -m agent`` in its own process."""
 
+import contextlib
 import json
 import os
 import signal
@@ -29,9 +30,17 @@ def run_agent(*args, timeout=30, env=None):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def start_agent(*args, env=None):
-    return subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def started_agent(*args, env=None):
+    """The agent running in its own process; killed on the way out if the test did not stop it."""
+    process = subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def get_json(url):
@@ -79,18 +88,13 @@ def test_it_prints_the_engines_it_was_pointed_at_with_once(busy_vllm):
 def test_it_reads_engine_urls_from_the_spec_variable(busy_vllm):
     closed = f"http://127.0.0.1:{free_port()}"
     port = free_port()
-    process = start_agent("--listen", f"127.0.0.1:{port}", "--no-report", "--sample-interval-ms", "100",
-                          env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=f"{busy_vllm.url},{closed}"))
-    try:
+    with started_agent("--listen", f"127.0.0.1:{port}", "--no-report", "--sample-interval-ms", "100",
+                       env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=f"{busy_vllm.url},{closed}")) as process:
         assert wait_until(lambda: _snapshot_or_none(port) is not None)
         engines = _snapshot_or_none(port)["engines"]
         assert [(e["url"], e["status"]) for e in engines] == [(busy_vllm.url, "ok"), (closed, "unreachable")]
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def _snapshot_or_none(port):
@@ -120,9 +124,8 @@ def test_it_exits_non_zero_with_once_when_the_report_fails():
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
     port = free_port()
-    process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url, "--instance-id", "svc-1",
-                          "--sample-interval-ms", "100", "--report-interval-ms", "100")
-    try:
+    with started_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url, "--instance-id", "svc-1",
+                       "--sample-interval-ms", "100", "--report-interval-ms", "100") as process:
         assert fake_proxy.wait_for(lambda proxy: len(proxy.bodies("/v1/instance/resource_snapshot")) >= 3, 15)
         assert get_json(f"http://127.0.0.1:{port}/healthz")[1]["instance_id"] == "svc-1"
         status, snapshot = get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot?pretty=0")
@@ -133,10 +136,6 @@ def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
         assert fake_proxy.wait_for(lambda proxy: "svc-1" in proxy.known, 10)
         process.send_signal(stop_signal)
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert fake_proxy.bodies("/v1/instance/unregister") == [{"instance_id": "svc-1"}]
     registers = fake_proxy.bodies("/v1/instance/register")
     assert len(registers) == 2 and registers[0]["port"] == port
@@ -147,9 +146,8 @@ def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
 def test_it_keeps_sampling_while_the_proxy_is_down(fake_proxy):
     port = free_port()
     fake_proxy.status = 503
-    process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url,
-                          "--sample-interval-ms", "100", "--report-interval-ms", "100")
-    try:
+    with started_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url,
+                       "--sample-interval-ms", "100", "--report-interval-ms", "100") as process:
         assert fake_proxy.wait_for(lambda proxy: len(proxy.requests) >= 2, 15)
         first = get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]["timestamp_ms"]
         assert wait_until(lambda: get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]["timestamp_ms"]
@@ -158,10 +156,6 @@ def test_it_keeps_sampling_while_the_proxy_is_down(fake_proxy):
         assert fake_proxy.wait_for(lambda proxy: len(proxy.bodies("/v1/instance/resource_snapshot")) >= 1, 15)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     stderr = process.stderr.read()
     assert stderr.count("retrying with backoff") == 1  # logged once, not once per attempt
     assert "Proxy reachable again" in stderr
