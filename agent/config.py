@@ -210,8 +210,8 @@ OPTIONS = (
            "concurrent HTTP connections served; more are answered 503 (default 16)", "N"),
     Option("--log-level", "log_level", parse_log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)", "LEVEL"),
     Option("--engine-url", "engine_urls", parse_url, "base URL of a serving engine (vLLM, SGLang) whose /metrics is "
-           "read on every sample tick; repeatable; the variable takes a comma-separated list", "URL", kind="list",
-           env=ENV_PREFIX + "ENGINE_URLS"),
+           f"read on every sample tick; repeatable; {ENV_PREFIX}ENGINE_URLS takes a comma-separated list", "URL",
+           kind="list", env=ENV_PREFIX + "ENGINE_URLS"),
     Option("--engine-timeout-ms", "engine_timeout_ms", _number(int, 10, 60_000),
            "time limit of one engine scrape (default 500)", "N"),
     Option("--engine-window-ms", "engine_window_ms", _number(int, 1000, 3_600_000),
