@@ -1,9 +1,10 @@
 """Wiring: the agent's parts built from ``Settings``, started and stopped in order.
 
-Start: open NVML, bind the HTTP port (so a port clash fails fast), take the
-first sample, then serve, sample on a thread and report on another.
+Start: open NVML (on the GPU thread) and scrape the engines once, bind the
+HTTP port (so a port clash fails fast), take the first sample, then serve,
+sample on a thread and report on another.
 Stop: stop reporting, unregister (best effort), stop sampling and serving,
-close NVML.
+stop the engine scrapers, close NVML.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import time
 
 from agent import AGENT_VERSION
 from agent.config import Settings
+from agent.engines import EngineScrapers
 from agent.gpu import GpuMonitor
+from agent.gpu_watch import GpuSampler
 from agent.sampler import HostSampler, monotonic_ms
 from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
 from agent.server import AgentServer
@@ -48,11 +51,17 @@ class Agent:
     def __init__(self, settings: Settings, nvml=None, source=None, session=None, clock_ms=monotonic_ms):
         self.settings = settings
         self._session = session
-        self.gpus = GpuMonitor(nvml, settings.gpu_window_ms, settings.gpu_temp_degraded_c, clock_ms)
+        self.gpus = GpuMonitor(nvml, settings.gpu_window_ms, settings.gpu_temp_degraded_c, clock_ms,
+                               slow_ms=settings.nvml_slow_ms, xid_window_ms=int(settings.gpu_xid_window_s * 1000))
+        self.gpu_sampler = GpuSampler(self.gpus, settings.nvml_slow_ms)
         self.host_sampler = HostSampler(source, clock_ms, settings.monitored_mounts)
+        self.engines = None
+        if settings.engine_urls:
+            self.engines = EngineScrapers(settings.engine_urls, settings.engine_timeout_ms, settings.engine_window_ms,
+                                          clock_ms)
         self.store = SnapshotStore()
-        self.builder = SnapshotBuilder(self.host_sampler, self.gpus, settings.instance_id, socket.gethostname(),
-                                       settings.thresholds)
+        self.builder = SnapshotBuilder(self.host_sampler, self.gpu_sampler, settings.instance_id, socket.gethostname(),
+                                       settings.thresholds, engines=self.engines)
         self.loop = SamplingLoop(self.builder, self.store, settings.sample_interval_ms, clock_ms)
         self.server = None
         self.reporter = None
@@ -86,9 +95,21 @@ class Agent:
             on_instance_id=self._set_instance_id,
         )
 
+    def _start_sources(self):
+        """NVML opened on the GPU thread; every engine scraped once, so the first snapshot has them."""
+        self.gpu_sampler.start()
+        if self.engines is not None:
+            self.engines.start()
+            self.engines.prime()
+
+    def _stop_sources(self):
+        if self.engines is not None:
+            self.engines.stop()
+        self.gpu_sampler.stop()
+
     def start(self):
         """Start serving, sampling and reporting. Raises OSError when the port cannot be bound."""
-        self.gpus.open()
+        self._start_sources()
         settings = self.settings
         self.server = AgentServer(settings.listen_host, settings.listen_port, self.store,
                                   lambda: self.builder.instance_id, settings.max_connections)
@@ -113,7 +134,7 @@ class Agent:
         self.loop.stop()
         if self.server is not None:
             self.server.stop()
-        self.gpus.close()
+        self._stop_sources()
 
     def once(self, out=sys.stdout) -> int:
         """Print one snapshot; report it unless reporting is off. Returns the exit status.
@@ -122,7 +143,7 @@ class Agent:
         rates are real rather than the null of a first sample.
         """
         settings = self.settings
-        self.gpus.open()
+        self._start_sources()
         host, port = self._identify(settings.listen_port)
         self.loop.sample_once()
         time.sleep(settings.sample_interval_ms / 1000.0)
@@ -140,7 +161,7 @@ class Agent:
                 log.error("report to %s failed: %s (use --no-report to only print)", settings.proxy_url,
                           answer.detail or answer.kind)
                 status = 1
-        self.gpus.close()
+        self._stop_sources()
         return status
 
 

@@ -54,6 +54,16 @@ class Settings:
     http_timeout_s: float = 5.0
     max_connections: int = 16
     log_level: str = "INFO"
+    # Serving engines whose /metrics are read on every sample tick (SPEC 13).
+    engine_urls: tuple[str, ...] = ()
+    engine_timeout_ms: int = 500
+    engine_window_ms: int = 10_000
+    max_engine_kv_usage_ratio: float = 0.95
+    max_engine_requests_waiting: int = 32
+    # GPU hardware events (SPEC 13): how long a critical XID keeps a GPU in
+    # error, and from how long an NVML call is taken to be hung.
+    gpu_xid_window_s: float = 300.0
+    nvml_slow_ms: int = 2000
 
     @property
     def monitored_mounts(self) -> tuple[str, ...]:
@@ -69,6 +79,8 @@ class Settings:
             min_memory_free_ratio=self.min_memory_free_ratio,
             max_cpu_pct=self.max_cpu_pct,
             max_gpu_memory_ratio=self.max_gpu_memory_ratio,
+            max_engine_kv_usage_ratio=self.max_engine_kv_usage_ratio,
+            max_engine_requests_waiting=self.max_engine_requests_waiting,
         )
 
 
@@ -155,10 +167,11 @@ class Option:
     help: str
     metavar: str | None = None
     kind: str = "value"  # "value", "bool" (--x/--no-x), "list" (repeatable)
+    env: str | None = None  # a variable named otherwise than after the flag (SPEC 13's ..._ENGINE_URLS)
 
     @property
     def env_name(self) -> str:
-        return ENV_PREFIX + self.flag.lstrip("-").replace("-", "_").upper()
+        return self.env or ENV_PREFIX + self.flag.lstrip("-").replace("-", "_").upper()
 
 
 OPTIONS = (
@@ -196,6 +209,21 @@ OPTIONS = (
     Option("--max-connections", "max_connections", _number(int, 1, 1024),
            "concurrent HTTP connections served; more are answered 503 (default 16)", "N"),
     Option("--log-level", "log_level", parse_log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)", "LEVEL"),
+    Option("--engine-url", "engine_urls", parse_url, "base URL of a serving engine (vLLM, SGLang) whose /metrics is "
+           f"read on every sample tick; repeatable; {ENV_PREFIX}ENGINE_URLS takes a comma-separated list", "URL",
+           kind="list", env=ENV_PREFIX + "ENGINE_URLS"),
+    Option("--engine-timeout-ms", "engine_timeout_ms", _number(int, 10, 60_000),
+           "time limit of one engine scrape (default 500)", "N"),
+    Option("--engine-window-ms", "engine_window_ms", _number(int, 1000, 3_600_000),
+           "window of the engines' rates, ratios and latency quantiles (default 10000)", "N"),
+    Option("--max-engine-kv-usage-ratio", "max_engine_kv_usage_ratio", _number(float, 0.0, 1.0),
+           "degrade admission when an engine's KV cache usage is at least this (default 0.95)", "R"),
+    Option("--max-engine-requests-waiting", "max_engine_requests_waiting", _number(int, 1),
+           "degrade admission when an engine has at least this many requests waiting (default 32)", "N"),
+    Option("--gpu-xid-window-s", "gpu_xid_window_s", _number(float, 1.0),
+           "how long a critical XID error keeps its GPU's health at error (default 300)", "S"),
+    Option("--nvml-slow-ms", "nvml_slow_ms", _number(int, 100, 600_000),
+           "an NVML call taking longer makes its GPU's health degraded (nvml_slow) (default 2000)", "N"),
 )
 
 

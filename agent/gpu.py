@@ -14,6 +14,11 @@ Reading rules, in the order an operator would ask about them:
   again on the next sample.
 - Utilisation is averaged over a rolling window (SPEC 2.2) of the samples
   taken in the last ``window_ms``.
+- Hardware events (SPEC 13): critical XIDs come from NVML's event API
+  (``gpu_events.py``); row remapping is read every round; every call is
+  timed, and one slower than ``slow_ms`` makes the GPU ``degraded``
+  (``nvml_slow``). A call that never returns is the watchdog's business
+  (``gpu_watch.py``): it sees ``call_in_progress`` from the sampler thread.
 - Each GPU row carries every field of the original agent's row under its
   original name and unit (``utilization_sample_timestamp_ms`` is the wall
   time of the newest sample in the window, ``utilization_raw_value`` the
@@ -25,136 +30,39 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections import deque
 
+from agent.gpu_events import WAIT_MS, XidEvents, device_address
+from agent.gpu_health import (
+    DEVICE_FAILURES, HEALTH_OK, LIBRARY_FAILURES, NOT_AVAILABLE, NVML_SLOW, UNSUPPORTED_CODES, UtilizationWindow,
+    decode_throttle_reasons, gpu_health,
+)
 from agent.sampler import MIB, monotonic_ms, wall_ms
 
-log = logging.getLogger(__name__)
+__all__ = ["GpuMonitor", "HEALTH_OK", "decode_throttle_reasons", "gpu_health"]
 
-# Return codes of nvml.h; part of NVML's stable ABI, identical in pynvml.
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_DRIVER_NOT_LOADED = 9
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
-NVML_ERROR_GPU_IS_LOST = 15
-NVML_ERROR_RESET_REQUIRED = 16
-NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+log = logging.getLogger(__name__)
 
 NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_VOLATILE_ECC = 0
-
-# Codes after which nothing else can be read from the device this round.
-DEVICE_FAILURES = {
-    NVML_ERROR_GPU_IS_LOST: "gpu_lost",
-    NVML_ERROR_RESET_REQUIRED: "reset_required",
-    NVML_ERROR_UNINITIALIZED: "nvml_uninitialized",
-    NVML_ERROR_DRIVER_NOT_LOADED: "driver_not_loaded",
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "driver_version_mismatch",
-}
-# Failures of the library rather than of one GPU: only a fresh nvmlInit helps.
-LIBRARY_FAILURES = {"nvml_uninitialized", "driver_not_loaded", "driver_version_mismatch"}
-UNSUPPORTED_CODES = {NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND}
-# NVML's "value not available" sentinels (unsigned -1).
-NOT_AVAILABLE = {0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
-
-# Bits of nvmlDeviceGetCurrentClocksEventReasons (formerly ...ThrottleReasons).
-THROTTLE_BITS = (
-    (0x001, "gpu_idle"),
-    (0x002, "applications_clocks_setting"),
-    (0x004, "sw_power_cap"),
-    (0x008, "hw_slowdown"),
-    (0x010, "sync_boost"),
-    (0x020, "sw_thermal_slowdown"),
-    (0x040, "hw_thermal_slowdown"),
-    (0x080, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
-# Slowdowns that mean the GPU is not delivering its normal speed. Power-cap
-# and idle throttling are normal operation and leave health alone.
-DEGRADING_THROTTLES = {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 NVML_RETRY_MS = 60_000
 
-HEALTH_OK, HEALTH_DEGRADED, HEALTH_ERROR = "ok", "degraded", "error"
+# SPEC 13's additions to the GPU row, after throttle_reasons.
+HARDWARE_EVENT_FIELDS = ("remapped_rows_pending", "remapped_rows_failure", "xid_last", "xid_count")
 READING_FIELDS = (
     "memory_used_mb", "memory_total_mb", "memory_free_mb", "temperature_c", "power_w", "power_limit_w",
     "sm_clock_mhz", "mem_clock_mhz", "ecc_uncorrected_volatile", "throttle_reasons",
+    "remapped_rows_pending", "remapped_rows_failure",
 )
-
-
-def decode_throttle_reasons(mask):
-    """Names of the set bits of a clocks-event mask; unknown bits as ``unknown_0x...``."""
-    if mask is None:
-        return None
-    names = [name for bit, name in THROTTLE_BITS if mask & bit]
-    known = 0
-    for bit, _ in THROTTLE_BITS:
-        known |= bit
-    rest = mask & ~known
-    bit = 1
-    while rest:
-        if rest & bit:
-            names.append(f"unknown_0x{bit:x}")
-            rest &= ~bit
-        bit <<= 1
-    return names
-
-
-def gpu_health(device_failure=None, failed_reads=(), temperature_c=None, ecc_uncorrected=None,
-               throttle_reasons=None, temp_degraded_c=85.0):
-    """``(health, reasons)`` of one GPU from what was read this round.
-
-    error: the device could not be read at all, or it has uncorrected
-    (volatile) ECC errors, which NVIDIA treats as "drain and reset".
-    degraded: its utilisation or memory could not be read, it is at or above
-    the temperature threshold, or clocks are held down by a slowdown.
-    """
-    errors, degraded = [], []
-    if device_failure:
-        errors.append(device_failure)
-    if ecc_uncorrected:
-        errors.append(f"ecc_uncorrected_volatile={ecc_uncorrected}")
-    degraded.extend(f"{field}_read_failed:{name}" for field, name in failed_reads)
-    if temperature_c is not None and temperature_c >= temp_degraded_c:
-        degraded.append(f"temperature_c={temperature_c}>={temp_degraded_c:g}")
-    degraded.extend(f"throttle:{name}" for name in throttle_reasons or () if name in DEGRADING_THROTTLES)
-    if errors:
-        return HEALTH_ERROR, errors + degraded
-    if degraded:
-        return HEALTH_DEGRADED, degraded
-    return HEALTH_OK, []
-
-
-class UtilizationWindow:
-    """Utilisation samples of the last ``window_ms``, newest last."""
-
-    def __init__(self, window_ms):
-        self.window_ms = window_ms
-        self._samples = deque()
-
-    def add(self, at_ms, pct):
-        self._samples.append((at_ms, float(pct)))
-        self._prune(at_ms)
-
-    def clear(self):
-        self._samples.clear()
-
-    def _prune(self, now_ms):
-        while self._samples and self._samples[0][0] <= now_ms - self.window_ms:
-            self._samples.popleft()
-
-    def summary(self, now_ms):
-        """``(avg, max, count, age_ms)`` over the window ending at ``now_ms``; Nones when empty."""
-        self._prune(now_ms)
-        if not self._samples:
-            return None, None, 0, None
-        values = [pct for _, pct in self._samples]
-        return (round(sum(values) / len(values), 1), max(values), len(values),
-                max(0, int(now_ms - self._samples[-1][0])))
+# The utilisation fields of a row that has no reading to show.
+NO_UTILIZATION = {
+    "utilization_pct": None, "utilization_pct_current": None, "utilization_pct_avg": None,
+    "utilization_pct_max": None, "utilization_sample_count": 0, "utilization_sample_ok": False,
+    "utilization_sample_quality": "error", "utilization_sample_timestamp_ms": None,
+    "utilization_sample_age_ms": None, "utilization_raw_value": None,
+}
 
 
 def _error_name(error):
@@ -165,17 +73,19 @@ def _error_name(error):
 class _Reader:
     """One round of reads on one device; stops asking after a device-level failure."""
 
-    def __init__(self, nvml, gpu):
-        self._nvml = nvml
+    def __init__(self, monitor, gpu):
+        self._monitor = monitor
+        self._nvml = monitor._nvml
         self._gpu = gpu
         self.device_failure = None
         self.failed = {}  # field -> short error name
+        self.slow = []  # fields whose call took longer than the monitor's slow_ms
 
     def read(self, field, function, *args):
         if self.device_failure or field in self._gpu.unsupported:
             return None
         try:
-            value = function(*args)
+            value, took_ms = self._monitor.timed_call(self._gpu.index, function, *args)
         except self._nvml.NVMLError as error:
             code = getattr(error, "value", None)
             if code in UNSUPPORTED_CODES:
@@ -185,6 +95,8 @@ class _Reader:
             else:
                 self.failed[field] = _error_name(error)
             return None
+        if took_ms > self._monitor.slow_ms:
+            self.slow.append(field)
         if isinstance(value, int) and value in NOT_AVAILABLE:
             return None
         return value
@@ -201,6 +113,7 @@ class _Gpu:
         self.legacy_throttle = False
         self.window = UtilizationWindow(window_ms)
         self.last_health = None
+        self.watched = None  # address of the handle registered for XID events
 
 
 def _text(value):
@@ -212,24 +125,49 @@ def _mib(value):
     return None if value is None else round(value / MIB, 1)
 
 
+def _remap(rows):
+    """``(pending, failure)`` of nvmlDeviceGetRemappedRows' (corrected, uncorrected, pending, failure)."""
+    if rows is None:
+        return None, None
+    return bool(rows[2]), bool(rows[3])
+
+
 class GpuMonitor:
     """All GPUs of the host; ``sample()`` returns the snapshot's ``devices.gpu`` list."""
 
     def __init__(self, nvml=None, window_ms=5000, temp_degraded_c=85.0, clock_ms=monotonic_ms,
-                 clock_wall_ms=wall_ms):
+                 clock_wall_ms=wall_ms, slow_ms=2000, xid_window_ms=300_000, event_wait_ms=WAIT_MS):
         self._nvml = nvml
         self._window_ms = window_ms
         self._temp_degraded_c = temp_degraded_c
         self._clock_ms = clock_ms
         self._wall_ms = clock_wall_ms
+        self.slow_ms = slow_ms
+        self._xid_window_ms = xid_window_ms
+        self._event_wait_ms = event_wait_ms
+        self._events = None
+        self._listening = False
         self._gpus = []
         self._initialised = False
         self._retry_at = None
         self.status = "nvml_unavailable: not opened"
+        # (GPU index or None, NVML function name, monotonic ms it started):
+        # read from the sampler thread by the watchdog while a call runs.
+        self.call_in_progress = None
 
     @property
     def names(self):
         return [gpu.name for gpu in self._gpus]
+
+    def timed_call(self, index, function, *args):
+        """``(result, milliseconds taken)``; the call shows in ``call_in_progress`` meanwhile."""
+        started = self._clock_ms()
+        self.call_in_progress = (index, getattr(function, "__name__", "nvml"), started)
+        try:
+            value = function(*args)
+        finally:
+            self.call_in_progress = None
+        return value, self._clock_ms() - started
 
     def open(self):
         """Initialise NVML and attach every GPU. Never raises; ``status`` says how it went.
@@ -247,9 +185,9 @@ class GpuMonitor:
                 return
         nvml = self._nvml
         try:
-            nvml.nvmlInit()
+            self.timed_call(None, nvml.nvmlInit)
             self._initialised = True
-            count = nvml.nvmlDeviceGetCount()
+            count, _ = self.timed_call(None, nvml.nvmlDeviceGetCount)
         except nvml.NVMLError as error:
             self._unavailable(str(error))
             return
@@ -257,12 +195,24 @@ class GpuMonitor:
             self._unavailable(str(error))
             return
         self._gpus = [_Gpu(index, self._window_ms) for index in range(count)]
+        if self._gpus:
+            if self._events is None:
+                self._events = XidEvents(nvml, self._clock_ms, self._xid_window_ms, self._event_wait_ms)
+            self._events.open()
         for gpu in self._gpus:
             self._attach(gpu)
         self.status = "ok" if self._gpus else "no_gpu"
         if not self._gpus:
             self.close()
+        elif self._listening:
+            self._events.start()
         log.info("NVML: %s, GPUs: %s", self.status, ", ".join(str(n) for n in self.names) or "none")
+
+    def listen_for_events(self):
+        """Wait for critical XIDs on a thread of their own, from now on and after every re-open."""
+        self._listening = True
+        if self._events is not None:
+            self._events.start()
 
     def _unavailable(self, reason):
         # A driver that loads after the agent (boot order) is picked up later.
@@ -274,6 +224,8 @@ class GpuMonitor:
                 "NVML unavailable (%s); reporting no GPUs, trying again every %d s", reason, NVML_RETRY_MS // 1000)
 
     def close(self):
+        if self._events is not None:
+            self._events.stop()  # the event set goes before the library
         if self._initialised:
             self._initialised = False
             try:
@@ -284,15 +236,22 @@ class GpuMonitor:
     def _attach(self, gpu):
         nvml = self._nvml
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(gpu.index)
-            gpu.uuid = _text(nvml.nvmlDeviceGetUUID(handle))
-            gpu.name = _text(nvml.nvmlDeviceGetName(handle))
+            handle, _ = self.timed_call(gpu.index, nvml.nvmlDeviceGetHandleByIndex, gpu.index)
+            gpu.uuid = _text(self.timed_call(gpu.index, nvml.nvmlDeviceGetUUID, handle)[0])
+            gpu.name = _text(self.timed_call(gpu.index, nvml.nvmlDeviceGetName, handle)[0])
         except nvml.NVMLError as error:
             code = getattr(error, "value", None)
             gpu.attach_failure = DEVICE_FAILURES.get(code, f"nvml_error:{_error_name(error)}")
             return
         gpu.handle = handle
         gpu.attach_failure = None
+        if self._events is not None and gpu.watched != device_address(handle):
+            self._events.watch(gpu.index, handle)
+            gpu.watched = device_address(handle)
+
+    def needs_round(self):
+        """Whether ``sample()`` would touch NVML: there are GPUs, or a retry of NVML is due."""
+        return bool(self._gpus) or (self._retry_at is not None and self._clock_ms() >= self._retry_at)
 
     def sample(self):
         if self._retry_at is not None and self._clock_ms() >= self._retry_at:
@@ -331,7 +290,7 @@ class GpuMonitor:
         if gpu.handle is None:
             return self._failed_entry(gpu, now, gpu.attach_failure)
         handle = gpu.handle
-        reader = _Reader(nvml, gpu)
+        reader = _Reader(self, gpu)
         rates = reader.read("utilization", nvml.nvmlDeviceGetUtilizationRates, handle)
         memory = reader.read("memory", nvml.nvmlDeviceGetMemoryInfo, handle)
         temperature = reader.read("temperature", nvml.nvmlDeviceGetTemperature, handle, NVML_TEMPERATURE_GPU)
@@ -342,6 +301,7 @@ class GpuMonitor:
         ecc = reader.read("ecc", nvml.nvmlDeviceGetTotalEccErrors, handle,
                           NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)
         throttle = decode_throttle_reasons(self._throttle_mask(reader, gpu))
+        remap_pending, remap_failure = _remap(reader.read("remapped_rows", nvml.nvmlDeviceGetRemappedRows, handle))
 
         if reader.device_failure:
             gpu.handle = None  # handles may be stale after a reset: attach again next time
@@ -356,7 +316,10 @@ class GpuMonitor:
         else:
             quality, error = "error", reader.failed.get("utilization", "unknown")
         core_failures = [(f, reader.failed[f]) for f in ("utilization", "memory") if f in reader.failed]
-        health, reasons = gpu_health(None, core_failures, temperature, ecc, throttle, self._temp_degraded_c)
+        health, reasons = gpu_health(None, core_failures, temperature, ecc, throttle, self._temp_degraded_c,
+                                     self._xid_codes(gpu.index, now), remap_failure, bool(reader.slow))
+        if reader.slow:
+            log.warning("GPU %d: NVML took over %d ms for %s", gpu.index, self.slow_ms, ", ".join(reader.slow))
         return self._entry(gpu, now, utilization, quality, error, health, reasons, {
             "memory_used_mb": _mib(memory.used) if memory is not None else None,
             "memory_total_mb": _mib(memory.total) if memory is not None else None,
@@ -368,6 +331,8 @@ class GpuMonitor:
             "mem_clock_mhz": mem_clock,
             "ecc_uncorrected_volatile": ecc,
             "throttle_reasons": throttle,
+            "remapped_rows_pending": remap_pending,
+            "remapped_rows_failure": remap_failure,
         })
 
     def _throttle_mask(self, reader, gpu):
@@ -382,6 +347,14 @@ class GpuMonitor:
                 gpu.unsupported.discard("throttle")
             gpu.legacy_throttle = True
         return reader.read("throttle", nvml.nvmlDeviceGetCurrentClocksThrottleReasons, gpu.handle)
+
+    def _xid_codes(self, index, now):
+        return [] if self._events is None else self._events.recent_codes(index, now)
+
+    def _xid_fields(self, index):
+        if self._events is None:
+            return {"xid_last": None, "xid_count": None}
+        return self._events.fields(index)
 
     def _entry(self, gpu, now, utilization, quality, error, health, reasons, readings):
         avg, peak, count, age = gpu.window.summary(now)
@@ -403,6 +376,7 @@ class GpuMonitor:
             "utilization_error": error,
             "utilization_source": "nvml",
             **readings,
+            **self._xid_fields(gpu.index),
             "health": health,
             "health_reasons": reasons,
         }
@@ -410,5 +384,20 @@ class GpuMonitor:
     def _failed_entry(self, gpu, now, failure):
         # Samples from before the failure describe a device that is gone.
         gpu.window.clear()
-        health, reasons = gpu_health(failure)
+        health, reasons = gpu_health(failure, xid_codes=self._xid_codes(gpu.index, now))
         return self._entry(gpu, now, None, "error", failure, health, reasons, dict.fromkeys(READING_FIELDS))
+
+    def stalled_entry(self, row):
+        """``row`` (the GPU's last one) as it must read while an NVML call hangs: nothing known, never ok.
+
+        Called from the sampler thread while this monitor's own thread is
+        stuck; it touches only the row, the XID log and the clocks.
+        """
+        index = row["index"]
+        health, reasons = gpu_health(xid_codes=self._xid_codes(index, self._clock_ms()), nvml_slow=True)
+        stalled = dict(row)
+        stalled.update(NO_UTILIZATION)
+        stalled.update(dict.fromkeys(READING_FIELDS))
+        stalled.update(self._xid_fields(index))
+        stalled.update({"utilization_error": NVML_SLOW, "health": health, "health_reasons": reasons})
+        return stalled

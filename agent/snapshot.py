@@ -21,41 +21,52 @@ SCHEMA_VERSION = "resource_snapshot_v1"
 
 
 class SnapshotBuilder:
-    """Takes one full snapshot from the host sampler and the GPU monitor.
+    """Takes one full snapshot from the host sampler, the GPU monitor and the engine scrapers.
 
     ``instance_id`` may change at run time: the Proxy's register answer is
-    authoritative about the id this agent reports under.
+    authoritative about the id this agent reports under. ``engines`` (an
+    ``EngineScrapers``) is None when no engine URL is configured, and the
+    snapshot then has no ``engines`` key (SPEC 13).
     """
 
     def __init__(self, host_sampler, gpu_monitor, instance_id, hostname,
-                 thresholds: AdmissionThresholds = AdmissionThresholds(), clock_wall_ms=wall_ms):
+                 thresholds: AdmissionThresholds = AdmissionThresholds(), clock_wall_ms=wall_ms, engines=None):
         self._host = host_sampler
         self._gpus = gpu_monitor
+        self._engines = engines
         self._thresholds = thresholds
         self._wall_ms = clock_wall_ms
         self.instance_id = instance_id
         self.hostname = hostname
 
     def take(self) -> dict:
+        if self._engines is not None:
+            # Asked first, collected last: a quick engine answers while the
+            # host and GPUs are read, a slow one is read on a later tick.
+            self._engines.request()
         devices = self._host.sample()
         gpus = self._gpus.sample()
         devices["gpu"] = gpus
         status = self._gpus.status
         if status == "ok" and not gpus:
             status = "no_gpu"
-        return {
+        engines = None if self._engines is None else self._engines.objects()
+        snapshot = {
             "schema_version": SCHEMA_VERSION,
             "agent_version": AGENT_VERSION,
             "instance_id": self.instance_id,
             "timestamp_ms": self._wall_ms(),
             "hostname": self.hostname,
             "devices": devices,
-            # Facts about the serving runtime (queue depth, loaded model) are
-            # not visible from the host; the object stays for compat.
+            # The serving engines' queues and KV caches are under "engines"
+            # (SPEC 13); the original's runtime object stays, empty, for compat.
             "runtime": {},
             "gpu_status": status,
-            "capacity_hint": capacity_hint(devices["memory"], devices["cpu"], gpus, self._thresholds),
+            "capacity_hint": capacity_hint(devices["memory"], devices["cpu"], gpus, self._thresholds, engines),
         }
+        if engines is not None:
+            snapshot["engines"] = engines
+        return snapshot
 
 
 class SnapshotStore:

@@ -10,7 +10,15 @@ lets it settle, then measures for ``--seconds``:
 
 Targets (issue 4): at most 1 % of one core and at most 40 MB RSS.
 
+With ``--engine`` (issue 18) the run is two measurements taking turns, the
+same agent without and with one serving engine scraped on every sample tick
+(default every 250 ms): the engine is a local HTTP server in this process
+answering the real vLLM 0.32 capture (``tests/agent/data/engines``), or the
+engine at ``--engine-url``. Target: at most 1 % of one core with the engine.
+
     python bench/agent_overhead.py [--seconds 60] [--no-report]
+    python bench/agent_overhead.py --engine [--sample-interval-ms 250] [--seconds 60] [--rounds 2]
+    python bench/agent_overhead.py --engine --engine-url http://127.0.0.1:8000
 """
 
 from __future__ import annotations
@@ -90,18 +98,40 @@ def peak_rss_mb(process, seen_mb):
     return seen_mb
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0, help="measured duration (default 60)")
-    parser.add_argument("--no-report", action="store_true", help="run the agent without reporting")
-    parser.add_argument("--interval-ms", type=int, default=1000, help="sample and report period (default 1000)")
-    args = parser.parse_args(argv)
+class CaptureEngine:
+    """A serving engine's /metrics, answered from a real capture (kept-alive, as uvicorn does)."""
 
-    sink = None if args.no_report else Sink()
-    command = [sys.executable, "-m", "agent", "--listen", f"127.0.0.1:{free_port()}",
-               "--sample-interval-ms", str(args.interval_ms), "--report-interval-ms", str(args.interval_ms),
-               "--log-level", "WARNING"]
-    command += ["--no-report"] if sink is None else ["--proxy-url", sink.url]
+    def __init__(self, body: bytes):
+        self.scrapes = 0
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def do_GET(self):  # noqa: N802 - stdlib name
+                engine.scrapes += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def measure(command, seconds):
+    """Run the agent ``command``, settle, measure ``seconds``: (cpu s, wall s, peak MB, end MB, exit status)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
     child = subprocess.Popen(command, cwd=ROOT, env=env)
     process = psutil.Process(child.pid)
@@ -111,7 +141,7 @@ def main(argv=None):
             raise SystemExit(f"agent exited early with status {child.returncode}")
         start_cpu, start_wall = process.cpu_times(), time.monotonic()
         seen_mb = 0.0
-        deadline = start_wall + args.seconds
+        deadline = start_wall + seconds
         while time.monotonic() < deadline:
             seen_mb = max(seen_mb, process.memory_info().rss / 2**20)
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
@@ -125,23 +155,74 @@ def main(argv=None):
         except subprocess.TimeoutExpired:
             child.kill()
             exit_status = child.wait()
+    cpu_s = (end_cpu.user - start_cpu.user) + (end_cpu.system - start_cpu.system)
+    return cpu_s, end_wall - start_wall, peak_mb, rss_mb, exit_status
+
+
+def verdict(label, result):
+    cpu_s, wall_s, peak_mb, rss_mb, exit_status = result
+    cpu_pct = 100.0 * cpu_s / wall_s
+    cpu_ok, rss_ok = cpu_pct <= CPU_TARGET_PCT, peak_mb <= RSS_TARGET_MB
+    print(f"{label}: cpu {cpu_s:.3f} s user+system over {wall_s:.1f} s = {cpu_pct:.3f} % of one core "
+          f"(target <= {CPU_TARGET_PCT} %) {'PASS' if cpu_ok else 'FAIL'}; rss peak {peak_mb:.1f} MB, at end "
+          f"{rss_mb:.1f} MB (target <= {RSS_TARGET_MB:.0f} MB) {'PASS' if rss_ok else 'FAIL'}; exit {exit_status}")
+    return cpu_pct, cpu_ok and rss_ok and exit_status == 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured duration of each run (default 60)")
+    parser.add_argument("--no-report", action="store_true", help="run the agent without reporting")
+    parser.add_argument("--interval-ms", type=int, default=1000, help="report period, and the sample period "
+                        "unless --sample-interval-ms is given (default 1000)")
+    parser.add_argument("--sample-interval-ms", type=int, default=None,
+                        help="sample (and engine scrape) period (default: --interval-ms; with --engine 250)")
+    parser.add_argument("--engine", action="store_true",
+                        help="measure without and with one engine scraped on every tick, taking turns")
+    parser.add_argument("--engine-url", default=None, help="scrape this engine instead of the local capture")
+    parser.add_argument("--rounds", type=int, default=1, help="with --engine: pairs of runs (default 1)")
+    args = parser.parse_args(argv)
+    sample_ms = args.sample_interval_ms or (250 if args.engine else args.interval_ms)
+
+    sink = None if args.no_report else Sink()
+    engine = None
+    if args.engine and not args.engine_url:
+        engine = CaptureEngine((ROOT / "tests" / "agent" / "data" / "engines" / "vllm-0.32.0-cpu-idle.prom")
+                               .read_bytes())
+    engine_url = args.engine_url or (engine.url if engine else None)
+    command = [sys.executable, "-m", "agent", "--listen", f"127.0.0.1:{free_port()}",
+               "--sample-interval-ms", str(sample_ms), "--report-interval-ms", str(args.interval_ms),
+               "--log-level", "WARNING"]
+    command += ["--no-report"] if sink is None else ["--proxy-url", sink.url]
+    mode = "no-report" if sink is None else "reporting to a local sink"
+    print(f"agent: sampling every {sample_ms} ms, reporting every {args.interval_ms} ms, {mode}; host: "
+          f"{psutil.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.2f} at start (other work "
+          f"inflates the agent's CPU time)")
+    passed = True
+    try:
+        if not args.engine:
+            passed = verdict("agent", measure(command, args.seconds))[1]
+        else:
+            with_engine = command + ["--engine-url", engine_url]
+            figures = {"without engine": [], "with engine": []}
+            for round_number in range(args.rounds):
+                # Taking turns, so drifting neighbour load falls on both alike.
+                order = [("without engine", command), ("with engine", with_engine)]
+                for label, argv_ in (order if round_number % 2 == 0 else order[::-1]):
+                    pct, ok = verdict(f"round {round_number + 1}, {label}", measure(argv_, args.seconds))
+                    figures[label].append(pct)
+                    passed &= ok
+            without, with_ = (sum(figures[k]) / len(figures[k]) for k in ("without engine", "with engine"))
+            print(f"mean: without engine {without:.3f} %, with engine {with_:.3f} % of one core; the engine "
+                  f"adds {with_ - without:.3f} points ({engine.scrapes if engine else '?'} scrapes answered)")
+    finally:
         if sink is not None:
             sink.close()
-
-    cpu_s = (end_cpu.user - start_cpu.user) + (end_cpu.system - start_cpu.system)
-    cpu_pct = 100.0 * cpu_s / (end_wall - start_wall)
-    cpu_ok, rss_ok = cpu_pct <= CPU_TARGET_PCT, peak_mb <= RSS_TARGET_MB
-    mode = "no-report" if sink is None else f"reporting to a local sink ({sink.counts})"
-    print(f"agent: {' '.join(command[1:4])} ... every {args.interval_ms} ms, {mode}")
-    print(f"measured: {end_wall - start_wall:.1f} s after {SETTLE_S:.0f} s settling; exit status {exit_status}; "
-          f"host: {psutil.cpu_count()} logical CPUs, load average {os.getloadavg()[0]:.2f} (other work inflates "
-          f"the agent's CPU time)")
-    print(f"cpu: {cpu_s:.3f} s user+system = {cpu_pct:.3f} % of one core "
-          f"(target <= {CPU_TARGET_PCT} %) {'PASS' if cpu_ok else 'FAIL'}")
-    print(f"rss: peak {peak_mb:.1f} MB, at end {rss_mb:.1f} MB (target <= {RSS_TARGET_MB:.0f} MB) "
-          f"{'PASS' if rss_ok else 'FAIL'}")
-    print("PASS" if cpu_ok and rss_ok and exit_status == 0 else "FAIL")
-    return 0 if cpu_ok and rss_ok and exit_status == 0 else 1
+        if engine is not None:
+            engine.close()
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+    print("PASS" if passed else "FAIL")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,14 @@ third of the run, so utilisation, power and clocks are seen moving.
    present; each reading is filled exactly where ``nvidia-smi`` has a value
    and null where it says N/A; identity, memory, power limit, temperature
    and ECC agree with ``nvidia-smi`` read just after.
-2. ``python -m agent --no-report`` for ``--seconds``, its
+2. SPEC 13's hardware events, through nvidia-ml-py itself: an event set is
+   created, every GPU reports critical-XID events as supported and takes the
+   registration, a wait with nothing to report raises ``NVMLError_Timeout``
+   (the path the agent's listener runs on), the set is freed; row remapping
+   reads on every GPU (or ``NotSupported`` before Ampere), and the agent's
+   ``remapped_rows_*``, ``xid_count`` and ``xid_last`` agree. An XID cannot
+   be provoked on purpose, so the delivery of one is only unit-tested.
+3. ``python -m agent --no-report`` for ``--seconds``, its
    ``/v1/resource/snapshot`` polled once a second: the rolling window fills
    (sample count, newest-sample time within two intervals of now), and
    under load utilisation and power rise.
@@ -36,12 +43,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import pynvml
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.gpu import decode_throttle_reasons  # noqa: E402
+from agent.gpu import HARDWARE_EVENT_FIELDS, decode_throttle_reasons  # noqa: E402
 
 GPU_FIELDS = (
     "index", "uuid", "name", "utilization_pct", "utilization_pct_current", "utilization_pct_avg",
@@ -108,6 +116,9 @@ def compare(checks, label, gpus, smi, properties):
     for gpu, row in zip(gpus, smi):
         missing = [f for f in GPU_FIELDS if f not in gpu]
         checks.check(not missing, f"{label} GPU {gpu['index']}: every SPEC 2.2 field present", ", ".join(missing))
+        missing = [f for f in HARDWARE_EVENT_FIELDS if f not in gpu]
+        checks.check(not missing, f"{label} GPU {gpu['index']}: every SPEC 13 hardware-event field present",
+                     ", ".join(missing))
         for field, prop in SMI_PROPERTIES.items():
             if prop not in properties:
                 continue
@@ -118,6 +129,78 @@ def compare(checks, label, gpus, smi, properties):
             elif ours is not None and (field in TOLERANCE or field in ("uuid", "name", "throttle_reasons")):
                 checks.check(agrees(field, ours, theirs), f"{label} GPU {gpu['index']} {field} agrees",
                              f"agent {ours!r}, nvidia-smi {theirs!r}")
+
+
+def event_checks(checks, nvml):
+    """The NVML event API as the agent's XID listener uses it, on every GPU; NVML must be initialised."""
+    try:
+        event_set = nvml.nvmlEventSetCreate()
+    except nvml.NVMLError as error:
+        checks.check(False, "NVML creates an event set", str(error))
+        return {}
+    checks.check(True, "NVML creates an event set")
+    registered = {}
+    for index in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        supported = nvml.nvmlDeviceGetSupportedEventTypes(handle)
+        checks.check(bool(supported & nvml.nvmlEventTypeXidCriticalError),
+                     f"GPU {index}: critical XID events supported", f"event types {supported:#x}")
+        try:
+            nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, event_set)
+            registered[index] = True
+        except nvml.NVMLError as error:
+            registered[index] = False
+            checks.check(False, f"GPU {index}: registers for critical XID events", str(error))
+            continue
+        checks.check(True, f"GPU {index}: registers for critical XID events")
+    try:
+        data = nvml.nvmlEventSetWait_v2(event_set, 200)
+        checks.check(False, "a wait with no event times out with NVMLError_Timeout",
+                     f"an event came: type {data.eventType:#x}, data {data.eventData} (a real XID? see dmesg)")
+    except nvml.NVMLError_Timeout:
+        checks.check(True, "a wait with no event times out with NVMLError_Timeout")
+    except nvml.NVMLError as error:
+        checks.check(False, "a wait with no event times out with NVMLError_Timeout", repr(error))
+    try:
+        nvml.nvmlEventSetFree(event_set)
+        checks.check(True, "NVML frees the event set")
+    except nvml.NVMLError as error:
+        checks.check(False, "NVML frees the event set", str(error))
+    return registered
+
+
+def hardware_event_checks(checks, nvml, gpus):
+    """The agent's SPEC 13 GPU fields against what nvidia-ml-py reads directly (``gpus``: its rows)."""
+    nvml.nvmlInit()
+    try:
+        registered = event_checks(checks, nvml)
+        for gpu in gpus:
+            index = gpu["index"]
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            try:
+                _, _, pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
+                expected = (bool(pending), bool(failure))
+            except nvml.NVMLError_NotSupported:
+                expected = (None, None)
+            ours = (gpu["remapped_rows_pending"], gpu["remapped_rows_failure"])
+            checks.check(ours == expected, f"GPU {index}: remapped_rows_pending/_failure agree with NVML",
+                         f"agent {ours}, NVML {expected}")
+            listening = registered.get(index, False)
+            checks.check((gpu["xid_count"] is not None) == listening and gpu["xid_last"] is None
+                         and gpu["xid_count"] in (0, None),
+                         f"GPU {index}: xid_count {'0' if listening else 'null'}, no XID since the agent started",
+                         f"xid_count {gpu['xid_count']}, xid_last {gpu['xid_last']}")
+            checks.check("nvml_slow" not in gpu["health_reasons"], f"GPU {index}: no NVML call took too long",
+                         ", ".join(gpu["health_reasons"]))
+    finally:
+        nvml.nvmlShutdown()
+
+
+def smi_remapped_rows_note():
+    """What nvidia-smi says about row remapping, printed for the record (its CSV format varies by driver)."""
+    done = subprocess.run(["nvidia-smi", "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure",
+                           "--format=csv,noheader"], capture_output=True, text=True)
+    print(f"note  nvidia-smi --query-remapped-rows: {(done.stdout or done.stderr).strip()!r}")
 
 
 def free_port():
@@ -169,6 +252,8 @@ def main(argv=None):
     checks.check(snapshot.get("gpu_status") == "ok" and len(gpus) == len(smi) > 0,
                  "gpu_status ok, one row per GPU nvidia-smi lists", f"{len(gpus)} rows, {len(smi)} GPUs")
     compare(checks, "--once", gpus, smi, properties)
+    smi_remapped_rows_note()
+    hardware_event_checks(checks, pynvml, gpus)
 
     port = free_port()
     agent = subprocess.Popen([sys.executable, "-m", "agent", "--no-report", "--listen", f"127.0.0.1:{port}",

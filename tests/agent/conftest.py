@@ -1,8 +1,8 @@
-"""Actors for the agent tests: a hand-moved clock, psutil-like counters, a fake Proxy.
+"""Actors for the agent tests: a hand-moved clock, psutil-like counters, a fake Proxy, a fake engine.
 
 Nothing here sleeps through time the code under test would wait: clocks are
-injected and moved by the test. The fake Proxy is a real HTTP server on
-127.0.0.1 so the agent's own ``requests`` code path is exercised.
+injected and moved by the test. The fake Proxy and the fake engine are real
+HTTP servers on 127.0.0.1, so the agent's own HTTP code paths are exercised.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter, namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -131,6 +132,14 @@ def two_gpus():
 
 # --- fake Proxy -------------------------------------------------------------------
 
+def serve_on_loopback(handler):
+    """A threaded HTTP server on a free 127.0.0.1 port, serving on a daemon thread: ``(server, url)``."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
 class FakeProxy:
     """A minimal Proxy speaking SPEC 3's instance endpoints, recording every request.
 
@@ -165,11 +174,7 @@ class FakeProxy:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.httpd, self.url = serve_on_loopback(Handler)
 
     def _answer(self, path, body, headers):
         with self._changed:
@@ -222,3 +227,74 @@ def fake_proxy():
     proxy = FakeProxy()
     yield proxy
     proxy.close()
+
+
+# --- fake serving engine -------------------------------------------------------------
+
+class FakeEngine:
+    """A serving engine's ``/metrics`` on 127.0.0.1, or one of the ways an engine fails.
+
+    ``mode``: ``"serve"`` answers ``body`` (a real capture); ``"hang"`` accepts
+    the request and never answers until ``close()``; ``"error"`` answers 500;
+    ``"garbage"`` answers 200 with an HTML page.
+    """
+
+    def __init__(self, body=""):
+        self.body = body
+        self.mode = "serve"
+        self.drop_idle = False  # close each connection after its answer, unannounced (an idle timeout)
+        self.requests = 0
+        self.connections = 0
+        self._release = threading.Event()
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # kept-alive, as uvicorn serves vLLM
+            disable_nagle_algorithm = True
+
+            def setup(self):
+                engine.connections += 1
+                super().setup()
+
+            def do_GET(self):  # noqa: N802 - stdlib name
+                engine.requests += 1
+                if self.path != "/metrics":
+                    return self._answer(404, "text/plain", b"not found")
+                if engine.mode == "hang":
+                    engine._release.wait(60)
+                    self.close_connection = True
+                    return None
+                if engine.mode == "error":
+                    return self._answer(500, "text/plain", b"Internal Server Error")
+                if engine.mode == "garbage":
+                    return self._answer(200, "text/html", b"<html><body>It works!</body></html>")
+                self._answer(200, "text/plain; version=0.0.4; charset=utf-8", engine.body.encode())
+                self.close_connection = engine.drop_idle
+                return None
+
+            def _answer(self, status, content_type, data):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd, self.url = serve_on_loopback(Handler)
+
+    def close(self):
+        self._release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+ENGINE_CAPTURES = Path(__file__).parent / "data" / "engines"
+
+
+@pytest.fixture
+def busy_vllm():
+    engine = FakeEngine((ENGINE_CAPTURES / "vllm-0.32.0-cpu-busy.prom").read_text())
+    yield engine
+    engine.close()

@@ -17,11 +17,24 @@ Behaviours copied from the real library:
   (ECC on GeForce boards, utilisation on MIG-enabled GPUs, power on some);
 - drivers before R535 lack ``nvmlDeviceGetCurrentClocksEventReasons``, which
   pynvml reports as ``NVMLError_FunctionNotFound``;
-- a GPU that fell off the bus answers ``NVMLError_GpuIsLost`` to everything.
+- a GPU that fell off the bus answers ``NVMLError_GpuIsLost`` to everything;
+- device handles are real ``c_nvmlDevice_t`` pointers, and
+  ``nvmlEventSetWait_v2`` hands back a ``c_nvmlEventData_t`` holding the
+  same pointer, as the library does; with no event pending it blocks up to
+  its timeout and raises ``NVMLError_Timeout``; a board without XID events
+  (``not_supported`` holding ``nvmlDeviceRegisterEvents``) refuses the
+  registration with ``NVMLError_NotSupported``;
+- ``nvmlDeviceGetRemappedRows`` answers ``(corrected, uncorrected, pending,
+  failure)``; boards before Ampere answer ``NotSupported``;
+- ``hang`` makes one function block until the test releases it, as a call
+  into a wedged driver does; ``slow`` makes one take that many milliseconds
+  of the test's clock.
 """
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -33,13 +46,15 @@ GIB = 1024 ** 3
 NVMLError = _real.NVMLError
 c_nvmlUtilization_t = _real.c_nvmlUtilization_t
 c_nvmlMemory_t = _real.c_nvmlMemory_t
+c_nvmlEventData_t = _real.c_nvmlEventData_t
 # What NVML writes into a uint it has no value for (unsigned -1).
 NVML_VALUE_NOT_AVAILABLE_uint = 0xFFFFFFFF
 
 # Constants and error classes the fake resolves from the real module.
 _EXPORTED = frozenset(name for name in dir(_real) if name.startswith((
     "NVMLError_", "NVML_ERROR_", "NVML_SUCCESS", "NVML_TEMPERATURE_", "NVML_CLOCK_", "NVML_MEMORY_ERROR_TYPE_",
-    "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC", "nvmlClocksEventReason", "nvmlClocksThrottleReason")))
+    "NVML_VOLATILE_ECC", "NVML_AGGREGATE_ECC", "nvmlClocksEventReason", "nvmlClocksThrottleReason",
+    "nvmlEventType")))
 
 
 @dataclass
@@ -64,12 +79,22 @@ class FakeGpu:
     # NVML function name -> error code it raises now (a transient fault).
     failing: dict = field(default_factory=dict)
     lost: bool = False
+    # nvmlDeviceGetRemappedRows: (corrected rows, uncorrected rows, remap pending, remap failure).
+    remapped_rows: tuple = (0, 0, 0, 0)
 
 
 def geforce_gpu(**overrides):
     """A consumer board: no ECC, no enforced power limit query on some models."""
     settings = {"name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-4090", "memory_total": 24 * GIB,
                 "not_supported": {"nvmlDeviceGetTotalEccErrors"}}
+    settings.update(overrides)
+    return FakeGpu(**settings)
+
+
+def volta_gpu(**overrides):
+    """A V100: no row remapping (it retires pages instead), so that query is not supported."""
+    settings = {"name": "Tesla V100-SXM2-32GB", "uuid": "GPU-v100", "memory_total": 32 * GIB,
+                "not_supported": {"nvmlDeviceGetRemappedRows"}}
     settings.update(overrides)
     return FakeGpu(**settings)
 
@@ -82,14 +107,13 @@ def mig_gpu(**overrides):
     return FakeGpu(**settings)
 
 
-class _Handle:
-    """Opaque like the real ``c_nvmlDevice_t`` pointer; only identity matters."""
+def _device_pointer():
+    """A real, distinct ``c_nvmlDevice_t``: the type NVML's handles and event data have."""
+    return ctypes.pointer(_real.struct_c_nvmlDevice_t())
 
-    def __init__(self, index):
-        self.index = index
 
-    def __repr__(self):
-        return f"<fake nvmlDevice {self.index}>"
+def _address(pointer):
+    return ctypes.cast(pointer, ctypes.c_void_p).value
 
 
 class FakeNvml:
@@ -97,14 +121,22 @@ class FakeNvml:
 
     NVMLError = NVMLError
 
-    def __init__(self, gpus=(), init_error=None, has_clocks_event_reasons=True, driver_version="550.54.15"):
+    def __init__(self, gpus=(), init_error=None, has_clocks_event_reasons=True, driver_version="550.54.15",
+                 clock=None, has_events=True):
         self.gpus = list(gpus)
         self.init_error = init_error
         self.has_clocks_event_reasons = has_clocks_event_reasons
+        self.has_events = has_events
         self.driver_version = driver_version
         self.initialised = 0
         self.calls = Counter()
-        self._handles = [_Handle(i) for i in range(len(self.gpus))]
+        self.clock = clock  # a tests' FakeClock that ``slow`` calls move forward
+        self.slow = {}  # function name -> milliseconds each call takes on ``clock``
+        self.hang = {}  # function name -> threading.Event the call waits on
+        self._handles = [_device_pointer() for _ in self.gpus]
+        self._index = {_address(handle): index for index, handle in enumerate(self._handles)}
+        self._events = threading.Condition()
+        self._event_sets = {}  # address -> {"set": pointer, "devices": {index: mask}, "pending": [data]}
 
     def __getattr__(self, name):
         # Constants and error classes resolve exactly as on the real module.
@@ -136,6 +168,7 @@ class FakeNvml:
 
     def nvmlDeviceGetHandleByIndex(self, index):
         self.calls["nvmlDeviceGetHandleByIndex"] += 1
+        self._delay("nvmlDeviceGetHandleByIndex")
         self._need_init()
         if not 0 <= index < len(self.gpus):
             raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
@@ -199,18 +232,96 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
         return self._device("nvmlDeviceGetCurrentClocksThrottleReasons", handle).clocks_event_mask
 
+    def nvmlDeviceGetRemappedRows(self, device):
+        return tuple(self._device("nvmlDeviceGetRemappedRows", device).remapped_rows)
+
+    # --- events --------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self):
+        self.calls["nvmlEventSetCreate"] += 1
+        self._need_init()
+        if not self.has_events:
+            raise NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        event_set = ctypes.pointer(_real.struct_c_nvmlEventSet_t())
+        with self._events:
+            self._event_sets[_address(event_set)] = {"set": event_set, "devices": {}, "pending": []}
+        return event_set
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle):
+        gpu = self._device("nvmlDeviceGetSupportedEventTypes", handle)
+        if "nvmlDeviceRegisterEvents" in gpu.not_supported:
+            return _real.nvmlEventTypeAll & ~_real.nvmlEventTypeXidCriticalError
+        return _real.nvmlEventTypeAll
+
+    def nvmlDeviceRegisterEvents(self, handle, eventTypes, eventSet):  # noqa: N803 - real names
+        gpu = self._device("nvmlDeviceRegisterEvents", handle)
+        with self._events:
+            entry = self._event_set(eventSet)
+            entry["devices"][self.gpus.index(gpu)] = eventTypes
+
+    def nvmlEventSetWait_v2(self, eventSet, timeoutms):  # noqa: N802, N803 - real names
+        self.calls["nvmlEventSetWait_v2"] += 1
+        self._need_init()
+        with self._events:
+            entry = self._event_set(eventSet)
+            if not self._events.wait_for(lambda: entry["pending"], timeoutms / 1000.0):
+                raise NVMLError(_real.NVML_ERROR_TIMEOUT)
+            return entry["pending"].pop(0)
+
+    def nvmlEventSetWait(self, eventSet, timeoutms):  # noqa: N803 - real names
+        return self.nvmlEventSetWait_v2(eventSet, timeoutms)
+
+    def nvmlEventSetFree(self, eventSet):  # noqa: N803 - real names
+        self.calls["nvmlEventSetFree"] += 1
+        with self._events:
+            self._event_set(eventSet)
+            del self._event_sets[_address(eventSet)]
+
+    def raise_xid(self, index, code):
+        """The driver reports critical XID ``code`` on GPU ``index`` to every set registered for it."""
+        with self._events:
+            for entry in self._event_sets.values():
+                if entry["devices"].get(index, 0) & _real.nvmlEventTypeXidCriticalError:
+                    data = c_nvmlEventData_t()
+                    data.device = self._handles[index]
+                    data.eventType = _real.nvmlEventTypeXidCriticalError
+                    data.eventData = code
+                    entry["pending"].append(data)
+            self._events.notify_all()
+
+    def registered(self, index):
+        """Whether GPU ``index`` is registered for critical XIDs in a live event set."""
+        with self._events:
+            return any(entry["devices"].get(index, 0) & _real.nvmlEventTypeXidCriticalError
+                       for entry in self._event_sets.values())
+
     # --- internals ---------------------------------------------------------------
 
     def _need_init(self):
         if self.initialised <= 0:
             raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
 
+    def _event_set(self, event_set):
+        try:
+            return self._event_sets[_address(event_set)]
+        except (KeyError, ctypes.ArgumentError, TypeError):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT) from None
+
+    def _delay(self, function):
+        if function in self.hang:
+            self.hang[function].wait()
+        if function in self.slow and self.clock is not None:
+            self.clock.advance(self.slow[function])
+
     def _device(self, function, handle):
         self.calls[function] += 1
+        self._delay(function)
         self._need_init()
-        if not isinstance(handle, _Handle):
-            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self.gpus[handle.index]
+        try:
+            index = self._index[_address(handle)]
+        except (KeyError, ctypes.ArgumentError, TypeError):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT) from None
+        gpu = self.gpus[index]
         if gpu.lost:
             raise NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
         if function in gpu.failing:

@@ -57,3 +57,38 @@ def test_it_builds_the_capacity_hint_object():
     hint = capacity_hint({"free_mb": 400.0, "total_mb": 10000.0}, {"utilization_pct": 10.0}, [], DEFAULTS)
     assert hint == {"memory_free_ratio": 0.04, "admission_state": "rejecting",
                     "admission_reasons": ["memory_free_ratio=0.04<0.05"]}
+
+
+def engine(status="ok", waiting=0, usage=0.5):
+    return {"status": status, "requests_waiting": waiting, "kv_cache_usage_ratio": usage}
+
+
+@pytest.mark.parametrize("engines, state, reasons", [
+    ([engine()], "accepting", []),
+    ([engine(usage=0.95)], "degraded", ["engine0:kv_cache_usage_ratio=0.95>=0.95"]),
+    ([engine(usage=0.9499)], "accepting", []),
+    ([engine(waiting=32)], "degraded", ["engine0:requests_waiting=32>=32"]),
+    ([engine(waiting=31)], "accepting", []),
+    ([engine(), engine(waiting=40, usage=0.99)], "degraded",
+     ["engine1:kv_cache_usage_ratio=0.99>=0.95", "engine1:requests_waiting=40>=32"]),
+    ([engine("timeout", None, None)], "rejecting", ["engine_timeout"]),
+    ([engine("timeout", None, None), engine("http_error", None, None), engine("timeout", None, None)],
+     "rejecting", ["engine_timeout", "engine_http_error"]),
+    ([engine("unreachable", None, None), engine()], "accepting", []),  # one engine ok: not rejecting
+    ([engine(waiting=None, usage=None)], "accepting", []),  # unknown figures decide nothing
+    ([], "accepting", []),
+])
+def test_it_weighs_the_engines(engines, state, reasons):
+    assert admission(0.5, 10.0, [], DEFAULTS, engines) == (state, reasons)
+
+
+def test_it_lists_engine_causes_after_the_hosts():
+    state, reasons = admission(0.01, 10.0, [gpu(0, health="degraded")], DEFAULTS, [engine("bad_format", None, None)])
+    assert state == "rejecting"
+    assert reasons == ["memory_free_ratio=0.01<0.05", "engine_bad_format", "gpu0:health=degraded"]
+
+
+def test_it_takes_the_engine_thresholds_from_settings():
+    strict = AdmissionThresholds(max_engine_kv_usage_ratio=0.8, max_engine_requests_waiting=5)
+    assert admission(0.5, 10.0, [], strict, [engine(waiting=5)])[1] == ["engine0:requests_waiting=5>=5"]
+    assert admission(0.5, 10.0, [], strict, [engine(usage=0.8)])[1] == ["engine0:kv_cache_usage_ratio=0.8>=0.8"]

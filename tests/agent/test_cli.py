@@ -1,5 +1,6 @@
 """The agent as operators run it: ``python -m agent`` in its own process."""
 
+import contextlib
 import json
 import os
 import signal
@@ -17,20 +18,29 @@ from tests.live import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def agent_env():
+def agent_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
     env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
     return env
 
 
-def run_agent(*args, timeout=30):
-    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=agent_env(), capture_output=True,
-                          text=True, timeout=timeout)
+def run_agent(*args, timeout=30, env=None):
+    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
+                          capture_output=True, text=True, timeout=timeout)
 
 
-def start_agent(*args):
-    return subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=agent_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def started_agent(*args, env=None):
+    """The agent running in its own process; killed on the way out if the test did not stop it."""
+    process = subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=ROOT, env=env or agent_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def get_json(url):
@@ -65,6 +75,35 @@ def test_it_prints_one_real_snapshot_with_once():
     assert snapshot["capacity_hint"]["admission_state"] in ("accepting", "degraded", "rejecting")
 
 
+def test_it_prints_the_engines_it_was_pointed_at_with_once(busy_vllm):
+    closed = f"http://127.0.0.1:{free_port()}"
+    result = run_agent("--once", "--no-report", "--sample-interval-ms", "100", "--engine-url", busy_vllm.url,
+                       env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=closed))
+    assert result.returncode == 0, result.stderr
+    [engine] = json.loads(result.stdout)["engines"]  # the flag wins over the variable
+    assert (engine["url"], engine["status"], engine["requests_waiting"]) == (busy_vllm.url, "ok", 8)
+    assert engine["prompt_tokens_per_s"] == 0.0  # two scrapes: a rate, measured (the capture does not move)
+
+
+def test_it_reads_engine_urls_from_the_spec_variable(busy_vllm):
+    closed = f"http://127.0.0.1:{free_port()}"
+    port = free_port()
+    with started_agent("--listen", f"127.0.0.1:{port}", "--no-report", "--sample-interval-ms", "100",
+                       env=agent_env(FLEETWATCH_AGENT_ENGINE_URLS=f"{busy_vllm.url},{closed}")) as process:
+        assert wait_until(lambda: _snapshot_or_none(port) is not None)
+        engines = _snapshot_or_none(port)["engines"]
+        assert [(e["url"], e["status"]) for e in engines] == [(busy_vllm.url, "ok"), (closed, "unreachable")]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+
+
+def _snapshot_or_none(port):
+    try:
+        return get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]
+    except OSError:
+        return None
+
+
 def test_it_reports_once_when_a_proxy_is_given(fake_proxy):
     result = run_agent("--once", "--proxy-url", fake_proxy.url, "--sample-interval-ms", "50",
                        "--instance-id", "cli-2")
@@ -85,9 +124,8 @@ def test_it_exits_non_zero_with_once_when_the_report_fails():
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
     port = free_port()
-    process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url, "--instance-id", "svc-1",
-                          "--sample-interval-ms", "100", "--report-interval-ms", "100")
-    try:
+    with started_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url, "--instance-id", "svc-1",
+                       "--sample-interval-ms", "100", "--report-interval-ms", "100") as process:
         assert fake_proxy.wait_for(lambda proxy: len(proxy.bodies("/v1/instance/resource_snapshot")) >= 3, 15)
         assert get_json(f"http://127.0.0.1:{port}/healthz")[1]["instance_id"] == "svc-1"
         status, snapshot = get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot?pretty=0")
@@ -98,10 +136,6 @@ def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
         assert fake_proxy.wait_for(lambda proxy: "svc-1" in proxy.known, 10)
         process.send_signal(stop_signal)
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert fake_proxy.bodies("/v1/instance/unregister") == [{"instance_id": "svc-1"}]
     registers = fake_proxy.bodies("/v1/instance/register")
     assert len(registers) == 2 and registers[0]["port"] == port
@@ -112,9 +146,8 @@ def test_it_serves_reports_and_unregisters_on_a_signal(fake_proxy, stop_signal):
 def test_it_keeps_sampling_while_the_proxy_is_down(fake_proxy):
     port = free_port()
     fake_proxy.status = 503
-    process = start_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url,
-                          "--sample-interval-ms", "100", "--report-interval-ms", "100")
-    try:
+    with started_agent("--listen", f"127.0.0.1:{port}", "--proxy-url", fake_proxy.url,
+                       "--sample-interval-ms", "100", "--report-interval-ms", "100") as process:
         assert fake_proxy.wait_for(lambda proxy: len(proxy.requests) >= 2, 15)
         first = get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]["timestamp_ms"]
         assert wait_until(lambda: get_json(f"http://127.0.0.1:{port}/v1/resource/snapshot")[1]["timestamp_ms"]
@@ -123,10 +156,6 @@ def test_it_keeps_sampling_while_the_proxy_is_down(fake_proxy):
         assert fake_proxy.wait_for(lambda proxy: len(proxy.bodies("/v1/instance/resource_snapshot")) >= 1, 15)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     stderr = process.stderr.read()
     assert stderr.count("retrying with backoff") == 1  # logged once, not once per attempt
     assert "Proxy reachable again" in stderr

@@ -53,6 +53,27 @@ def test_it_takes_disk_mounts_from_repeated_flags_or_a_list_and_adds_the_model_d
     assert from_env.monitored_mounts == ("/scratch", "/data")
 
 
+def test_it_takes_engine_urls_from_repeated_flags_or_the_spec_variable():
+    from_flags = load_settings(["--engine-url", "http://127.0.0.1:8000/", "--engine-url", "http://127.0.0.1:8001"],
+                               {"FLEETWATCH_AGENT_ENGINE_URLS": "http://ignored:1"})
+    assert from_flags.engine_urls == ("http://127.0.0.1:8000", "http://127.0.0.1:8001")
+    from_env = load_settings([], {"FLEETWATCH_AGENT_ENGINE_URLS": "http://127.0.0.1:30000, https://gpu-7:8000/v"})
+    assert from_env.engine_urls == ("http://127.0.0.1:30000", "https://gpu-7:8000/v")
+    assert load_settings([], {}).engine_urls == ()
+
+
+def test_it_has_the_engine_and_gpu_event_settings_with_spec_defaults():
+    settings = load_settings([], {})
+    assert (settings.engine_timeout_ms, settings.engine_window_ms) == (500, 10_000)
+    assert (settings.thresholds.max_engine_kv_usage_ratio, settings.thresholds.max_engine_requests_waiting) == (
+        0.95, 32)
+    assert (settings.gpu_xid_window_s, settings.nvml_slow_ms) == (300.0, 2000)
+    changed = load_settings(["--engine-timeout-ms", "250", "--max-engine-requests-waiting", "5"],
+                            {"FLEETWATCH_AGENT_NVML_SLOW_MS": "5000", "FLEETWATCH_AGENT_GPU_XID_WINDOW_S": "60"})
+    assert (changed.engine_timeout_ms, changed.thresholds.max_engine_requests_waiting) == (250, 5)
+    assert (changed.nvml_slow_ms, changed.gpu_xid_window_s) == (5000, 60.0)
+
+
 def test_it_parses_ipv6_listen_addresses_and_port_zero():
     settings = load_settings(["--listen", "[::1]:0"], {})
     assert (settings.listen_host, settings.listen_port) == ("::1", 0)
@@ -70,6 +91,8 @@ def test_it_takes_thresholds_from_settings():
     (["--listen", "127.0.0.1:70000"], {}, "out of range"),
     (["--proxy-url", "ftp://x"], {}, "http"),
     (["--sample-interval-ms", "0"], {}, "at least"),
+    (["--engine-url", "127.0.0.1:8000"], {}, "http"),
+    ([], {"FLEETWATCH_AGENT_ENGINE_URLS": "http://ok:1,ftp://no"}, "FLEETWATCH_AGENT_ENGINE_URLS"),
     ([], {"FLEETWATCH_AGENT_REPORT": "maybe"}, "FLEETWATCH_AGENT_REPORT"),
     ([], {"FLEETWATCH_AGENT_REPORT_INTERVAL_MS": "fast"}, "FLEETWATCH_AGENT_REPORT_INTERVAL_MS"),
 ])

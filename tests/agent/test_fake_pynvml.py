@@ -1,11 +1,12 @@
 """The fake NVML must stay a faithful stand-in for the installed nvidia-ml-py."""
 
+import ctypes
 import inspect
 
 import pynvml
 import pytest
 
-from tests.agent.fake_pynvml import FakeGpu, FakeNvml
+from tests.agent.fake_pynvml import FakeGpu, FakeNvml, volta_gpu
 
 FAKED = [name for name, member in inspect.getmembers(FakeNvml, inspect.isfunction) if name.startswith("nvml")]
 
@@ -15,7 +16,8 @@ def test_it_fakes_the_functions_the_agent_calls():
             "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
             "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetClockInfo",
             "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetCurrentClocksEventReasons",
-            "nvmlDeviceGetCurrentClocksThrottleReasons"} <= set(FAKED)
+            "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetRemappedRows", "nvmlEventSetCreate",
+            "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"} <= set(FAKED)
 
 
 @pytest.mark.parametrize("name", FAKED)
@@ -72,3 +74,46 @@ def test_it_answers_gpu_is_lost_to_everything_for_a_lost_gpu():
     for call in (lambda: nvml.nvmlDeviceGetUtilizationRates(handle), lambda: nvml.nvmlDeviceGetHandleByIndex(0)):
         with pytest.raises(pynvml.NVMLError_GpuIsLost):
             call()
+
+
+def test_it_hands_out_real_device_pointers_and_real_event_data():
+    nvml = FakeNvml([FakeGpu(), FakeGpu(uuid="GPU-b")])
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(1)
+    assert isinstance(handle, pynvml.c_nvmlDevice_t)
+    event_set = nvml.nvmlEventSetCreate()
+    assert isinstance(event_set, pynvml.c_nvmlEventSet_t)
+    nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+    nvml.raise_xid(1, 79)
+    data = nvml.nvmlEventSetWait_v2(event_set, 1000)
+    assert isinstance(data, pynvml.c_nvmlEventData_t)
+    assert (data.eventType, data.eventData) == (pynvml.nvmlEventTypeXidCriticalError, 79)
+    assert ctypes.cast(data.device, ctypes.c_void_p).value == ctypes.cast(handle, ctypes.c_void_p).value
+    nvml.nvmlEventSetFree(event_set)
+
+
+def test_it_times_out_an_event_wait_with_the_real_error():
+    nvml = FakeNvml([FakeGpu()])
+    nvml.nvmlInit()
+    event_set = nvml.nvmlEventSetCreate()
+    with pytest.raises(pynvml.NVMLError_Timeout) as error:
+        nvml.nvmlEventSetWait_v2(event_set, 1)
+    assert error.value.value == pynvml.NVML_ERROR_TIMEOUT == 10
+
+
+def test_it_refuses_events_and_remapping_where_the_board_does_not_have_them():
+    nvml = FakeNvml([volta_gpu(not_supported={"nvmlDeviceGetRemappedRows", "nvmlDeviceRegisterEvents"})])
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetRemappedRows(handle)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, nvml.nvmlEventSetCreate())
+    assert FakeNvml([FakeGpu(remapped_rows=(1, 2, 1, 0))]).gpus[0].remapped_rows == (1, 2, 1, 0)
+
+
+def test_it_fails_a_handle_that_is_not_its_own_as_the_real_module_does():
+    nvml = FakeNvml([FakeGpu()])
+    nvml.nvmlInit()
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        nvml.nvmlDeviceGetPowerUsage(ctypes.pointer(pynvml.struct_c_nvmlDevice_t()))

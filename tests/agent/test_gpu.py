@@ -22,6 +22,8 @@ ORIGINAL_FIELDS = {
 ADDED_FIELDS = {
     "power_limit_w": float, "sm_clock_mhz": int, "mem_clock_mhz": int, "ecc_uncorrected_volatile": int,
     "throttle_reasons": list, "health_reasons": list, "utilization_sample_age_ms": int,
+    # SPEC 13's hardware events (xid_last is null until an XID comes).
+    "xid_last": int, "xid_count": int, "remapped_rows_pending": bool, "remapped_rows_failure": bool,
 }
 GPU_FIELDS = set(ORIGINAL_FIELDS) | set(ADDED_FIELDS)
 # Wall-clock epoch ms at the fake clock's zero: the GPU rows' timestamps are wall time.
@@ -93,6 +95,7 @@ def test_it_reads_every_field_in_snapshot_units(clock):
         "memory_used_mb": 61440.0, "memory_total_mb": 81920.0, "memory_free_mb": 20480.0,
         "temperature_c": 55, "power_w": 312.5, "power_limit_w": 700.0, "sm_clock_mhz": 1755, "mem_clock_mhz": 2619,
         "ecc_uncorrected_volatile": 0, "throttle_reasons": ["sw_power_cap"],
+        "remapped_rows_pending": False, "remapped_rows_failure": False, "xid_last": None, "xid_count": 0,
         "health": "ok", "health_reasons": [],
     }
 
@@ -101,8 +104,8 @@ def test_it_gives_every_original_field_its_type(clock, two_gpus):
     for gpu in monitor(two_gpus, clock).sample():
         assert set(gpu) == GPU_FIELDS
         for field, kind in {**ORIGINAL_FIELDS, **ADDED_FIELDS}.items():
-            if field == "utilization_error":
-                assert gpu[field] is None  # a good read has no error
+            if field in ("utilization_error", "xid_last"):
+                assert gpu[field] is None  # a good read has no error, a healthy GPU no XID
                 continue
             assert isinstance(gpu[field], kind) and not (kind is int and isinstance(gpu[field], bool)), field
 
