@@ -1,18 +1,17 @@
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 
-from controlplane.admin_utils import (
+from controlplane.endpoints.admin import (
     MISSING,
-    MinuteRollupAdmin,
     ReadOnlyAdminMixin,
     RegisteredEndpointAdmin,
-    SeriesPointAdmin,
     StatusChangeAdmin,
     ago,
     date_and_age,
     pct,
     pretty_json,
 )
+from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
 from proxy_app.models import (
     Instance,
     InstanceMinute,

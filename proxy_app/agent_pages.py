@@ -12,9 +12,10 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from controlplane import clock
-from controlplane.local_tokens import LocalTokens
-from controlplane.pages import dashboard_page, render_page
-from controlplane.tokens import Scope
+from controlplane.api.tokens import Scope
+from controlplane.ops.local_tokens import LocalTokens
+from controlplane.pages.access import dashboard_page
+from controlplane.pages.layout import render_page
 from proxy_app import pool
 from proxy_app.local_agent import DEFAULT_PORT, AgentControlError, LocalAgent, probe
 

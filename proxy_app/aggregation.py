@@ -5,7 +5,7 @@ here touches the database or the clock, so every rule is tested with plain
 dicts.
 """
 
-from controlplane.admission import Admission
+from controlplane.endpoints.admission import Admission
 
 SCHEMA_VERSION = 1
 UNAVAILABLE = "unavailable"

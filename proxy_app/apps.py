@@ -4,8 +4,8 @@ import sys
 from django.apps import AppConfig
 from django.conf import settings
 
-from controlplane.supervisor import ProcessSpec
-from controlplane.tasks import PeriodicTask
+from controlplane.ops.supervisor import ProcessSpec
+from controlplane.ops.tasks import PeriodicTask
 
 log = logging.getLogger("fleetwatch.up")
 

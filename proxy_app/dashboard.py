@@ -17,22 +17,17 @@ from dataclasses import dataclass, replace
 import orjson
 from django.db.models import F, Q
 
-from controlplane import liveness
-from controlplane.admission import Admission
-from controlplane.pages import (
-    ListQuery,
-    paginate,
-    series_chart_data,
-    status_counts_aggregates,
-    status_q,
-    status_rank,
-)
+from controlplane.endpoints import liveness
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.liveness import status_q
+from controlplane.pages.charts import series_chart_data
+from controlplane.pages.lists import ListQuery, paginate, status_counts_aggregates, status_rank
 from proxy_app import pool
 from proxy_app.capabilities import full_view
 from proxy_app.history import INSTANCES, POOL, latest_pool_resource
 from proxy_app.host_view import host_view, share
-from proxy_app.models import Instance, InstanceStatusChange, SchedulerLinkState
 from proxy_app.listing import instance_rows
+from proxy_app.models import Instance, InstanceStatusChange, SchedulerLinkState
 
 # The recorder writes a summary every second; an older one means it is not running.
 SUMMARY_MAX_AGE_S = 3.0

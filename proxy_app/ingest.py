@@ -12,7 +12,7 @@ import enum
 import orjson
 from django.db import transaction
 
-from controlplane.liveness import ChangeReason
+from controlplane.endpoints.liveness import ChangeReason
 from proxy_app import ingest_sql
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import normalise_snapshot

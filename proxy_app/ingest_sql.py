@@ -10,7 +10,7 @@ import functools
 
 from django.db import connection
 
-from controlplane.managers import touch_alive_params, touch_alive_sql
+from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
 from proxy_app.normalise import RESOURCE_FIELDS
 
 # Columns of the latest-resource upsert, in statement order.

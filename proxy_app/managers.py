@@ -9,8 +9,8 @@ import logging
 
 from django.db import models
 
-from controlplane.liveness import ChangeReason
-from controlplane.managers import LivenessManager
+from controlplane.endpoints.liveness import ChangeReason
+from controlplane.endpoints.managers import LivenessManager
 from proxy_app.capabilities import fingerprint
 
 log = logging.getLogger("fleetwatch.link")

@@ -13,7 +13,7 @@ from django.db.models.functions import Cast
 from prometheus_client.core import GaugeMetricFamily
 
 from controlplane import clock
-from controlplane.liveness import Status
+from controlplane.endpoints.liveness import Status
 from proxy_app.history import latest_pool_resource
 from proxy_app.models import Instance, InstanceResource
 from proxy_app.pool import pool_resource

@@ -2,18 +2,10 @@
 
 from django.db import models
 
-from controlplane import liveness
-from controlplane.admission import Admission
-from controlplane.models import (
-    NAME_LENGTH,
-    JSONTextField,
-    MinuteRollup,
-    PoolMinuteRollup,
-    PoolSeriesPoint,
-    RegisteredEndpoint,
-    StatusChangeBase,
-    minute_figures,
-)
+from controlplane.endpoints import liveness
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.models import NAME_LENGTH, JSONTextField, RegisteredEndpoint, StatusChangeBase
+from controlplane.series.models import MinuteRollup, PoolMinuteRollup, PoolSeriesPoint, minute_figures
 from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
 

@@ -9,18 +9,11 @@ from django.urls import reverse
 from django_htmx.http import push_url
 
 from controlplane import clock
-from controlplane.history import RANGES
-from controlplane.pages import (
-    PER_PAGE_CHOICES,
-    POOL_CHARTS,
-    chart,
-    dashboard_page,
-    id_url,
-    not_found_page,
-    pager_context,
-    range_choice,
-    render_page,
-)
+from controlplane.pages.access import dashboard_page
+from controlplane.pages.charts import POOL_CHARTS, chart, range_choice
+from controlplane.pages.layout import id_url, not_found_page, render_page
+from controlplane.pages.lists import PER_PAGE_CHOICES, pager_context
+from controlplane.series.history import RANGES
 from proxy_app import dashboard
 from proxy_app.dashboard import PoolQuery
 

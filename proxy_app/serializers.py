@@ -2,9 +2,9 @@
 
 from rest_framework import serializers
 
-from controlplane.fields import StrictCharField
-from controlplane.models import NAME_LENGTH
-from controlplane.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
+from controlplane.api.fields import StrictCharField
+from controlplane.api.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
+from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.capabilities import CapabilityError, full_view, parse_capabilities
 
 FINGERPRINT_LENGTH = len("sha256:") + 64

@@ -1,18 +1,17 @@
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 
-from controlplane.admin_utils import (
+from controlplane.endpoints.admin import (
     MISSING,
-    MinuteRollupAdmin,
     RegisteredEndpointAdmin,
-    SeriesPointAdmin,
     StatusChangeAdmin,
     date_and_age,
     pct,
     pretty_json,
 )
-from controlplane.admission import Admission
-from controlplane.pool_summary import summary_columns
+from controlplane.endpoints.admission import Admission
+from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
+from controlplane.series.pool_summary import summary_columns
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyPoolMinute, ProxyStatusChange
 
 

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from controlplane.tasks import PeriodicTask
+from controlplane.ops.tasks import PeriodicTask
 
 
 class SchedulerAppConfig(AppConfig):

@@ -16,17 +16,12 @@ from dataclasses import dataclass
 
 from django.db.models import F, Q
 
-from controlplane.admission import Admission
-from controlplane.pages import (
-    ListQuery,
-    paginate,
-    series_chart_data,
-    status_counts_aggregates,
-    status_q,
-    status_rank,
-)
-from controlplane.pool_summary import summary_columns
-from controlplane.serializers import endpoint_row
+from controlplane.api.serializers import endpoint_row
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.liveness import status_q
+from controlplane.pages.charts import series_chart_data
+from controlplane.pages.lists import ListQuery, paginate, status_counts_aggregates, status_rank
+from controlplane.series.pool_summary import summary_columns
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from scheduler_app.serializers import proxy_row

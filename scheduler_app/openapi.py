@@ -1,27 +1,29 @@
 """The Scheduler API (SPEC 6, 9) as OpenAPI: request bodies, answers, compat quirks.
 
 ``ProxyViewSet`` and ``FleetDebugViewSet`` wear ``proxy_schema`` and
-``fleet_debug_schema``; the shared parts are in ``controlplane.openapi``.
+``fleet_debug_schema``; the shared parts are in ``controlplane.api.schema``.
 """
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_view
 from rest_framework import serializers
 
-from controlplane.openapi import (
-    PAGING,
-    Const,
+from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
-    entry_history_operation,
     history_answer,
     history_point,
-    include_dead,
     nullable_integer,
     nullable_number,
     page_of,
+)
+from controlplane.api.schema.operations import (
+    PAGING,
+    entry_history_operation,
+    include_dead,
     read_operation,
     write_operation,
 )
+from controlplane.api.schema.parts import Const
 from scheduler_app.models import PoolResourceSample
 from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer
 

@@ -3,19 +3,19 @@
 
 ``InstanceViewSet`` and ``PoolDebugViewSet`` wear ``instance_schema`` and
 ``pool_debug_schema``; the shared parts (errors, auth, paging) are in
-``controlplane.openapi``. Where the code is the contract (the capability
+``controlplane.api.schema``. Where the code is the contract (the capability
 validator, the resource columns) the schema is read from it, so the two
 cannot drift apart.
 """
 
 from drf_spectacular.utils import OpenApiExample, extend_schema_view
 
-from controlplane.openapi import (
+from controlplane.api.schema.answers import page_of
+from controlplane.api.schema.operations import (
     PAGING,
     RANGE,
     entry_history_operation,
     include_dead,
-    page_of,
     read_operation,
     write_operation,
 )

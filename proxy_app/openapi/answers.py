@@ -4,9 +4,7 @@
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from controlplane.admission import Admission
-from controlplane.openapi import (
-    Const,
+from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
     history_answer,
@@ -14,10 +12,13 @@ from controlplane.openapi import (
     nullable_integer,
     nullable_number,
 )
+from controlplane.api.schema.parts import Const
+from controlplane.endpoints.admission import Admission
 from proxy_app.aggregation import SCHEMA_VERSION
 from proxy_app.models import InstanceResource, InstanceSample, PoolResource
 from proxy_app.normalise import RESOURCE_FIELDS
 from proxy_app.openapi.bodies import CapabilitiesFullView
+
 
 def fingerprint_field(help_text):
     """A stored capability fingerprint (SPEC 3.2), or null."""

@@ -5,8 +5,8 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
-from controlplane.fields import JSONObjectField, ObjectOrNull, StrictCharField
-from controlplane.models import NAME_LENGTH
+from controlplane.api.fields import JSONObjectField, ObjectOrNull, StrictCharField
+from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app import capabilities as caps
 from proxy_app.serializers import HeartbeatSerializer, InstanceIdSerializer, RegisterSerializer
 

@@ -7,8 +7,8 @@ the link's requests are real HTTP; the random part of the backoff is injected.
 import pytest
 import requests
 
-from controlplane.liveness import Status
-from controlplane.models import ApiToken
+from controlplane.api.tokens import ApiToken
+from controlplane.endpoints.liveness import Status
 from proxy_app.link import ProxyLink, backoff_delay
 from proxy_app.models import Instance, SchedulerLinkState
 from scheduler_app.models import PoolResourceSample, Proxy

@@ -16,8 +16,7 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from controlplane.models import ApiToken
-from controlplane.tokens import Scope
+from controlplane.api.tokens import ApiToken, Scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,46 +1,23 @@
 """The base of every API endpoint of both control planes.
 
 Every endpoint is a ``ControlPlaneViewSet``: JSON in and out, errors in the
-envelope of SPEC section 1 (``controlplane.errors``), and one place where
+envelope of SPEC section 1 (``controlplane.api.errors``), and one place where
 authentication and permissions are declared.
 """
 
-import orjson
-from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse
 from rest_framework import exceptions, viewsets
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from controlplane import clock, errors
-from controlplane.auth import (
-    BearerTokenAuthentication,
-    ScopedAccess,
-    StaffSessionAuthentication,
-    WriteRateThrottle,
-    may_access,
-    write_allowance,
-)
+from controlplane import clock
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication, WriteRateThrottle
+from controlplane.endpoints.models import NAME_LENGTH
 from controlplane.env import parse_bool
-from controlplane.history import RANGES
-from controlplane.models import NAME_LENGTH
-from controlplane.parsers import MAX_DB_INT, parse_json_body
+from controlplane.figures import MAX_DB_INT
+from controlplane.series.history import RANGES
 
-OK_BODY = b'{"ok":true}'
 # The most rows one page of a list answers.
 MAX_PAGE = 10_000
-
-
-def ok_response():
-    """``{"ok": true}``, pre-rendered: the answer to nearly every heartbeat and
-    snapshot, where building and rendering a DRF Response showed on the profile."""
-    return HttpResponse(OK_BODY, content_type="application/json")
-
-
-def json_response(body):
-    """A JSON answer without DRF's rendering (for ``HotWriteView``)."""
-    return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 
 def query_bool(request, name, default):
@@ -114,7 +91,7 @@ class ControlPlaneViewSet(MethodFirstMixin, viewsets.ViewSet):
     """Base of every API endpoint: JSON in and out, the SPEC error envelope, one access policy.
 
     A subclass names the token scope its writes need (``write_scope``);
-    reads need any valid token or a staff session (``controlplane.auth``).
+    reads need any valid token or a staff session (``controlplane.api.auth``).
     """
 
     authentication_classes = [BearerTokenAuthentication, StaffSessionAuthentication]
@@ -152,51 +129,3 @@ class ControlPlaneViewSet(MethodFirstMixin, viewsets.ViewSet):
         serializer = serializer_class(data=self.request.data)
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
-
-
-class HotWriteView(APIView):
-    """A write agents send every second, with the API's rules and without DRF's per-request machinery.
-
-    A snapshot report is most of a Proxy's traffic, and DRF's request
-    wrapping, negotiation and per-request policy objects cost it more than
-    normalising and storing the snapshot. This view applies the very same
-    steps as ``ControlPlaneViewSet``, in the same order and with the same
-    functions (``controlplane.auth``, ``parse_json_body``, the error
-    envelope): 405, 401, 415, 400, 403, 429, then ``post(request)`` with
-    ``request.data`` and ``request.auth`` set. It is an APIView only so the
-    OpenAPI schema describes it like every other endpoint.
-    """
-
-    write_scope = None
-    # Declared for the schema (who may call it); dispatch applies them itself.
-    authentication_classes = [BearerTokenAuthentication]
-    permission_classes = [ScopedAccess]
-
-    def dispatch(self, request, *args, **kwargs):
-        response = self._answer(request)
-        response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
-        return response
-
-    def _answer(self, request):
-        try:
-            if request.method != "POST":
-                raise exceptions.MethodNotAllowed(request.method)
-            grant = None
-            if request.META.get("HTTP_AUTHORIZATION"):
-                grant = BearerTokenAuthentication().authenticate(request)[1]
-            body = request.body
-            data = {}
-            if body:  # as DRF: an empty body is no data, whatever its content type
-                if request.content_type != "application/json":
-                    raise exceptions.UnsupportedMediaType(request.content_type)
-                data = parse_json_body(body)
-            allowed, grant = may_access(request, grant, data, self.write_scope)
-            if not allowed:
-                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
-            allowed, retry_after = write_allowance(request, grant, data)
-            if not allowed:
-                raise exceptions.Throttled(retry_after)
-            request.data, request.auth = data, grant
-            return self.post(request)
-        except (exceptions.APIException, RequestDataTooBig) as exc:
-            return errors.envelope_exception_handler(exc, {"view": self})

@@ -1,6 +1,6 @@
 """Liveness operations shared by every entry that heartbeats (instances, proxies).
 
-The model of a ``LivenessManager`` is a ``controlplane.models.RegisteredEndpoint``.
+The model of a ``LivenessManager`` is a ``controlplane.endpoints.models.RegisteredEndpoint``.
 Every write here is claimed with a conditional UPDATE or DELETE, so two
 processes doing the same work at once (two sweepers, a sweep racing a
 heartbeat) never record a change twice.
@@ -11,8 +11,8 @@ import functools
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 
-from controlplane import liveness
-from controlplane.liveness import ChangeReason, ChangeStatus, Status
+from controlplane.endpoints import liveness
+from controlplane.endpoints.liveness import ChangeReason, ChangeStatus, Status
 
 
 @functools.lru_cache(maxsize=64)

@@ -11,8 +11,8 @@ import os
 from django.conf import settings
 from django.db import transaction
 
-from controlplane import tokens
-from controlplane.models import ApiToken
+from controlplane.api import tokens
+from controlplane.api.tokens import ApiToken
 
 
 class LocalTokens:

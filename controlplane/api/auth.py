@@ -23,9 +23,9 @@ import ipaddress
 from django.conf import settings
 from rest_framework import authentication, exceptions, permissions, throttling
 
-from controlplane import clock, ratelimit
-from controlplane.models import ApiToken
-from controlplane.tokens import Grant, Scope, TokenCache
+from controlplane import clock
+from controlplane.api import ratelimit
+from controlplane.api.tokens import ApiToken, Grant, Scope, TokenCache
 
 # One per process: verified tokens are remembered a few seconds (see tokens.py).
 TOKEN_CACHE = TokenCache()

@@ -16,7 +16,8 @@ from django import template
 from django.utils.html import conditional_escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from controlplane.admin_utils import MISSING, ago as age_text
+from controlplane.endpoints.admin import MISSING
+from controlplane.endpoints.admin import ago as age_text
 
 register = template.Library()
 

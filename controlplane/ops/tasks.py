@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.core.management.base import BaseCommand
 from django.utils.module_loading import import_string
 
-from controlplane.roles import role_apps
+from controlplane.ops.roles import role_apps
 
 SCHEDULE_PREFIX = "fleetwatch."
 

@@ -7,7 +7,7 @@ and what only they have.
 
 from rest_framework import serializers
 
-from controlplane.fields import (
+from controlplane.api.fields import (
     MAX_INFLIGHT,
     ListOrNull,
     ObjectOrNull,
@@ -15,7 +15,7 @@ from controlplane.fields import (
     StrictFloatField,
     StrictIntegerField,
 )
-from controlplane.models import NAME_LENGTH, RegisteredEndpoint
+from controlplane.endpoints.models import NAME_LENGTH, RegisteredEndpoint
 
 
 def entry_id_field(optional=False):

@@ -5,12 +5,9 @@ import math
 import re
 
 import orjson
-
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
-# The largest integer the databases store (signed 64-bit).
-MAX_DB_INT = 2**63 - 1
 # Deeper than any snapshot needs; far below Python's recursion limit, so what
 # is accepted can also be stored and rendered back.
 MAX_JSON_DEPTH = 64

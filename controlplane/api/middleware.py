@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from controlplane import errors
+from controlplane.api import errors
 
 
 class BodySizeLimitMiddleware:

@@ -9,7 +9,7 @@ word gives None.
 
 import math
 
-from controlplane.parsers import MAX_DB_INT
+from controlplane.figures import MAX_DB_INT
 
 ADMISSION_STATE_LENGTH = 32
 # The series columns taken from a summary, in the order the API shows them.

@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 from django.conf import settings
 from django.db.models import Avg, Case, Count, F, Func, IntegerField, Max, Min, Value, When
 
-from controlplane.admission import Admission
-from controlplane.queries import raw_rows
+from controlplane.endpoints.admission import Admission
+from controlplane.series.queries import raw_rows
 
 RANGES = {"15m": 15 * 60, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600}
 MAX_POINTS = 1000

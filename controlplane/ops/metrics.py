@@ -15,19 +15,26 @@ Two kinds of figures:
 import os
 import time
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client import multiprocess
 from django.utils.module_loading import import_string
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication
-from controlplane.openapi import ERROR_HEADERS, read_errors
-from controlplane.roles import role_apps
-from controlplane.viewsets import MethodFirstMixin
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication
+from controlplane.api.schema.errors import ERROR_HEADERS, read_errors
+from controlplane.api.viewsets import MethodFirstMixin
+from controlplane.ops.roles import role_apps
 
 REQUESTS = Counter("fleetwatch_http_requests", "HTTP requests answered.", ["view", "method", "status"])
 DURATION = Histogram(

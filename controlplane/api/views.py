@@ -1,10 +1,11 @@
+"""``/healthz``: the one API view of the shared base."""
+
 from django.conf import settings
 from django.http import JsonResponse
-from django.shortcuts import redirect
 from rest_framework.views import APIView
 
-from controlplane.openapi import health_schema
-from controlplane.viewsets import JSONOnlyNegotiation
+from controlplane.api.schema.operations import health_schema
+from controlplane.api.viewsets import JSONOnlyNegotiation
 
 
 class Healthz(APIView):
@@ -29,11 +30,3 @@ class Healthz(APIView):
 
 
 healthz = Healthz.as_view()
-
-
-def home(request):
-    """``/`` (SPEC 8): the fleet when this process is the Scheduler, else its own pool.
-
-    Only a redirect: the page it leads to decides who may look.
-    """
-    return redirect("fleet" if "scheduler" in settings.FLEETWATCH_ROLES else "pool")

@@ -8,7 +8,7 @@ import math
 
 from rest_framework import serializers
 
-from controlplane.parsers import MAX_DB_INT
+from controlplane.figures import MAX_DB_INT
 
 # The largest float any request field accepts (see StrictFloatField).
 MAX_QUANTITY = 1e15

@@ -2,7 +2,7 @@
 
 An app serves a role by declaring it on its AppConfig, along with what the
 shared base collects from it: ``role``, its ``urls`` module (mounted by
-``controlplane.urls``), ``periodic_tasks`` (``controlplane.tasks``),
+``controlplane.urls``), ``periodic_tasks`` (``controlplane.ops.tasks``),
 ``up_processes(context)`` (``manage.py up``) and ``metrics_collector`` (the
 dotted path of its ``/metrics`` collector). The base never imports an app.
 """
