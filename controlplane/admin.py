@@ -6,7 +6,8 @@ from django.db import IntegrityError
 
 from controlplane import clock
 from controlplane.api.tokens import ApiToken, Scope
-from controlplane.endpoints.admin import MISSING, date_and_age
+from controlplane.clock import date_and_age
+from controlplane.figures import MISSING
 
 
 class NewTokenForm(forms.ModelForm):

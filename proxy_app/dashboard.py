@@ -20,12 +20,13 @@ from django.db.models import F, Q
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import status_q
+from controlplane.figures import percent
 from controlplane.pages.charts import series_chart_data
 from controlplane.pages.lists import ListQuery, paginate, status_counts_aggregates, status_rank
 from proxy_app import pool
 from proxy_app.capabilities import full_view
 from proxy_app.history import INSTANCES, POOL, latest_pool_resource
-from proxy_app.host_view import host_view, share
+from proxy_app.host_view import host_view
 from proxy_app.listing import instance_rows
 from proxy_app.models import Instance, InstanceStatusChange, SchedulerLinkState
 
@@ -147,11 +148,11 @@ def instance_summary(instance, now):
             "cpu": resource.cpu_util,
             "memory_used_mb": resource.memory_used_mb,
             "memory_total_mb": resource.memory_total_mb,
-            "memory_pct": share(resource.memory_used_mb, resource.memory_total_mb),
+            "memory_pct": percent(resource.memory_used_mb, resource.memory_total_mb),
             "gpu_count": resource.gpu_count,
             "gpu_util": resource.gpu_util_avg,
             "gpu_util_max": resource.gpu_util_max,
-            "gpu_mem_pct": share(resource.gpu_mem_used_mb, resource.gpu_mem_total_mb),
+            "gpu_mem_pct": percent(resource.gpu_mem_used_mb, resource.gpu_mem_total_mb),
             "rx_mbps": resource.network_rx_mbps,
             "tx_mbps": resource.network_tx_mbps,
             "reported_at": resource.resource_reported_at,

@@ -3,10 +3,12 @@
 The stored ``raw_resource`` is what the agent sent (SPEC 2.2), from any agent
 version, so every read is defensive like ``normalise``: a value that is not
 a finite number is None (shown as "–"), a list that is not a list is empty,
-and percentages are computed here once (used / total, None when either is
-unknown or the total is 0), so templates only format.
+and percentages are computed here once (``figures.percent``: used / total,
+None when either is unknown or the total is not positive), so templates
+only format.
 """
 
+from controlplane.figures import percent
 from proxy_app.normalise import integer, number, text
 
 MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
@@ -25,13 +27,6 @@ def _words(value):
     if not isinstance(value, list):
         return None
     return [str(item) for item in value[:64] if isinstance(item, (str, int, float)) and str(item).strip()]
-
-
-def share(used, total):
-    """used / total × 100, or None when either is unknown or the total is not positive."""
-    if used is None or total is None or total <= 0:
-        return None
-    return used / total * 100
 
 
 def cpu_view(cpu):
@@ -54,10 +49,10 @@ def memory_view(memory):
         "used_mb": used,
         "total_mb": total,
         "available_mb": number(memory.get("free_mb")),
-        "used_pct": share(used, total),
+        "used_pct": percent(used, total),
         "swap_used_mb": swap_used,
         "swap_total_mb": swap_total,
-        "swap_pct": share(swap_used, swap_total),
+        "swap_pct": percent(swap_used, swap_total),
     }
 
 
@@ -74,7 +69,8 @@ def network_view(interface):
 
 def disk_view(disk):
     used, total = number(disk.get("used_gb")), number(disk.get("total_gb"))
-    return {"mount": text(disk.get("mount"), 1024), "used_gb": used, "total_gb": total, "used_pct": share(used, total)}
+    return {"mount": text(disk.get("mount"), 1024), "used_gb": used, "total_gb": total,
+            "used_pct": percent(used, total)}
 
 
 def gpu_view(gpu):
@@ -96,11 +92,11 @@ def gpu_view(gpu):
         "error": text(gpu.get("utilization_error")),
         "memory_used_mb": memory_used,
         "memory_total_mb": memory_total,
-        "memory_pct": share(memory_used, memory_total),
+        "memory_pct": percent(memory_used, memory_total),
         "temperature_c": number(gpu.get("temperature_c")),
         "power_w": power,
         "power_limit_w": power_limit,
-        "power_pct": share(power, power_limit),
+        "power_pct": percent(power, power_limit),
         "sm_clock_mhz": number(gpu.get("sm_clock_mhz")),
         "mem_clock_mhz": number(gpu.get("mem_clock_mhz")),
         "ecc_uncorrected": integer(gpu.get("ecc_uncorrected_volatile")),

@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from controlplane.api.serializers import endpoint_row
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import status_q
+from controlplane.figures import as_percent, whole
 from controlplane.pages.charts import series_chart_data
 from controlplane.pages.lists import ListQuery, paginate, status_counts_aggregates, status_rank
 from controlplane.series.pool_summary import summary_columns
@@ -41,13 +42,6 @@ def _section(summary, name):
     return value if isinstance(value, dict) else {}
 
 
-def _whole(value):
-    """A count from a stored summary, or None when it is not one."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return int(value) if float(value).is_integer() else None
-
-
 def summary_view(summary, reported_at, now):
     """The figures of a stored pool_resource a row or card shows, None where the summary lacks them."""
     figures = summary_columns(summary)
@@ -55,13 +49,13 @@ def summary_view(summary, reported_at, now):
     instances = _section(summary, "instances")
     return {
         **figures,
-        "memory_used_pct": None if figures["memory_used_ratio"] is None else figures["memory_used_ratio"] * 100,
-        "gpu_mem_used_pct": None if figures["gpu_mem_used_ratio"] is None else figures["gpu_mem_used_ratio"] * 100,
-        "gpu_count_total": _whole(utilization.get("gpu_count_total")),
+        "memory_used_pct": as_percent(figures["memory_used_ratio"]),
+        "gpu_mem_used_pct": as_percent(figures["gpu_mem_used_ratio"]),
+        "gpu_count_total": whole(utilization.get("gpu_count_total")),
         "admission_reason": summary.get("pool_admission_reason") if isinstance(summary, dict) else None,
-        "accepting": _whole(instances.get("accepting")),
-        "degraded": _whole(instances.get("degraded")),
-        "rejecting": _whole(instances.get("rejecting")),
+        "accepting": whole(instances.get("accepting")),
+        "degraded": whole(instances.get("degraded")),
+        "rejecting": whole(instances.get("rejecting")),
         "reported_at": reported_at,
         "age_s": None if reported_at is None else max(0.0, now - reported_at),
     }

@@ -8,10 +8,8 @@ import math
 
 from rest_framework import serializers
 
-from controlplane.figures import MAX_DB_INT
+from controlplane.figures import MAX_DB_INT, MAX_QUANTITY
 
-# The largest float any request field accepts (see StrictFloatField).
-MAX_QUANTITY = 1e15
 # In-flight requests of one instance or proxy; summed over a pool, so bounded
 # well below what a 64-bit sum could overflow at.
 MAX_INFLIGHT = 2**31 - 1

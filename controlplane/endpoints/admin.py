@@ -1,41 +1,12 @@
-"""What both control planes' admin pages share: human times, read-only JSON,
-and one admin for everything that registers and heartbeats."""
+"""What both control planes' admin pages share: read-only rows and JSON, the status-change
+history, and one admin for everything that registers and heartbeats."""
 
 import json
-from datetime import datetime, timezone
 
 from django.contrib import admin
 from django.utils.html import format_html
 
 from controlplane import clock
-
-MISSING = "–"
-
-
-def ago(timestamp, now=None):
-    """'12 s ago' for an epoch-seconds timestamp; '–' when unknown."""
-    if timestamp is None:
-        return MISSING
-    age = max(0.0, (clock.now() if now is None else now) - timestamp)
-    if age < 120:
-        return f"{age:.0f} s ago"
-    if age < 7200:
-        return f"{age / 60:.0f} min ago"
-    if age < 172800:
-        return f"{age / 3600:.1f} h ago"
-    return f"{age / 86400:.0f} d ago"
-
-
-def date_and_age(timestamp, now=None):
-    """'2026-01-01 00:00:00 UTC (12 s ago)'; '–' when unknown."""
-    if timestamp is None:
-        return MISSING
-    moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({ago(timestamp, now)})"
-
-
-def pct(value):
-    return MISSING if value is None else f"{value:.1f} %"
 
 
 def pretty_json(value):
@@ -73,7 +44,7 @@ class StatusChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="at", ordering="at")
     def when(self, obj):
-        return date_and_age(obj.at)
+        return clock.date_and_age(obj.at)
 
 
 class RegisteredEndpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
@@ -117,15 +88,15 @@ class RegisteredEndpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, obj):
-        return ago(obj.last_seen_at)
+        return clock.ago(obj.last_seen_at)
 
     @admin.display(description="last seen")
     def last_seen_detail(self, obj):
-        return date_and_age(obj.last_seen_at)
+        return clock.date_and_age(obj.last_seen_at)
 
     @admin.display(description="registered")
     def registered(self, obj):
-        return date_and_age(obj.registered_at)
+        return clock.date_and_age(obj.registered_at)
 
     @admin.display(description="load")
     def load(self, obj):

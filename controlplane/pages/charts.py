@@ -2,6 +2,7 @@
 
 import json
 
+from controlplane.figures import as_percent
 from controlplane.series.history import RANGES
 
 DEFAULT_RANGE = "15m"
@@ -14,7 +15,7 @@ def range_choice(query):
 
 
 # Figures stored as ratios, drawn as percent.
-AS_PERCENT = {"memory_used_ratio": 100, "gpu_mem_used_ratio": 100}
+RATIOS = {"memory_used_ratio", "gpu_mem_used_ratio"}
 
 
 def series_chart_data(series, key, range_name, now):
@@ -24,23 +25,21 @@ def series_chart_data(series, key, range_name, now):
     the count the original's charts show.
     """
     resolution_s, points = series.read(key, range_name, now)
-    data = columns(points, series.figures, AS_PERCENT)
+    data = columns(points, series.figures, RATIOS)
     if "alive" in data and "total" in data:
         data["stale"] = [None if a is None or t is None else t - a for a, t in zip(data["alive"], data["total"])]
     return {"range": range_name, "range_s": RANGES[range_name], "resolution_s": resolution_s, "now": now, **data}
 
 
-def columns(series_points, figures, scale=None):
+def columns(series_points, figures, ratios=()):
     """Series points (dicts, oldest first) as the columns a chart draws: ``{"t": [...], figure: [...]}``.
 
-    ``scale`` maps a figure to a factor (ratios drawn as percent); nulls stay null.
+    The figures named in ``ratios`` are drawn in percent; nulls stay null.
     """
-    scale = scale or {}
     out = {"t": [point["t"] for point in series_points]}
     for name in figures:
-        factor = scale.get(name)
         values = [point.get(name) for point in series_points]
-        out[name] = [None if v is None else (v * factor if factor else v) for v in values]
+        out[name] = [as_percent(v) for v in values] if name in ratios else values
     return out
 
 

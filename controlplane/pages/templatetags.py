@@ -9,15 +9,14 @@ page script keeps current (ages tick, UTC becomes the browser's local time).
 """
 
 import json
-import math
 from datetime import datetime, timezone
 
 from django import template
 from django.utils.html import conditional_escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from controlplane.endpoints.admin import MISSING
-from controlplane.endpoints.admin import ago as age_text
+from controlplane.clock import ago as age_text
+from controlplane.figures import MISSING, as_percent, finite, in_units, percent_text
 
 register = template.Library()
 
@@ -34,19 +33,28 @@ TONES = {
 }
 
 
+# The unit ladders of the filters below: (below, size, unit, digits), the last takes any number.
+MIB_UNITS = ((1024, 1, "MiB", 0), (1024**2, 1024, "GiB", 1), (None, 1024**2, "TiB", 1))
+GIB_UNITS = ((1024, 1, "GiB", 1), (None, 1024, "TiB", 1))
+BYTE_UNITS = ((1024, 1, "B", 0), *((1024 ** (power + 1), 1024**power, unit, 1)
+                                   for power, unit in enumerate(("KiB", "MiB", "GiB", "TiB"), start=1)),
+              (None, 1024**5, "PiB", 1))
+MBPS_UNITS = ((1000, 1, "Mbit/s", 1), (None, 1000, "Gbit/s", 1))
+DURATION_UNITS = ((10, 1, "s", 1), (120, 1, "s", 0), (7200, 60, "min", 0), (None, 3600, "h", 1))
+
+
 def _number(value):
-    """A finite float, or None for anything else (bools, text, NaN)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+    """What a filter reads: a finite number, numeric text too; None for anything else (bools, NaN, words)."""
+    return finite(value, text=True)
 
 
 def _fixed(number, digits):
     return f"{number:.{digits}f}"
+
+
+def _in_units(value, ladder, **kwargs):
+    number = _number(value)
+    return MISSING if number is None else in_units(number, ladder, **kwargs)
 
 
 @register.filter
@@ -73,59 +81,37 @@ def count(value):
 @register.filter
 def pct(value, digits=1):
     """A percentage (0–100): "12.3 %"."""
-    number = _number(value)
-    return MISSING if number is None else f"{_fixed(number, int(digits))} %"
+    return percent_text(_number(value), int(digits))
 
 
 @register.filter
 def ratio_pct(value, digits=1):
     """A ratio (0–1) as a percentage: 0.25 → "25.0 %"."""
-    number = _number(value)
-    return MISSING if number is None else f"{_fixed(number * 100, int(digits))} %"
+    return percent_text(as_percent(_number(value)), int(digits))
 
 
 @register.filter
 def mib(value):
     """Mebibytes, in the largest unit that keeps the number readable: "512 MiB", "78.5 GiB"."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    for unit in ("MiB", "GiB", "TiB"):
-        if abs(number) < 1024 or unit == "TiB":
-            return f"{number:.0f} {unit}" if unit == "MiB" else f"{number:.1f} {unit}"
-        number /= 1024
-    return MISSING  # not reached
+    return _in_units(value, MIB_UNITS)
 
 
 @register.filter
 def gib(value):
     """Gibibytes: "120.5 GiB", "1.8 TiB"."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number / 1024:.1f} TiB" if abs(number) >= 1024 else f"{number:.1f} GiB"
+    return _in_units(value, GIB_UNITS)
 
 
 @register.filter
 def bytes_total(value):
     """A byte counter: "1.2 GiB"."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(number) < 1024 or unit == "PiB":
-            return f"{number:.0f} {unit}" if unit == "B" else f"{number:.1f} {unit}"
-        number /= 1024
-    return MISSING  # not reached
+    return _in_units(value, BYTE_UNITS)
 
 
 @register.filter
 def mbps(value):
     """A rate in megabits per second: "812.5 Mbit/s", "12.4 Gbit/s"."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number / 1000:.1f} Gbit/s" if abs(number) >= 1000 else f"{number:.1f} Mbit/s"
+    return _in_units(value, MBPS_UNITS)
 
 
 @register.filter
@@ -141,16 +127,7 @@ def unit(value, suffix):
 @register.filter
 def seconds(value):
     """A duration: "0.4 s", "12 s", "3 min", "2.5 h"."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    if number < 10:
-        return f"{number:.1f} s"
-    if number < 120:
-        return f"{number:.0f} s"
-    if number < 7200:
-        return f"{number / 60:.0f} min"
-    return f"{number / 3600:.1f} h"
+    return _in_units(value, DURATION_UNITS, signed=True)
 
 
 @register.filter
@@ -222,15 +199,6 @@ def width(value):
     if number is None:
         return "0"
     return f"{min(100.0, max(0.0, number)):.1f}"
-
-
-@register.filter
-def share(used, total):
-    """used / total as a percentage; None when either is unknown or total is not positive."""
-    used, total = _number(used), _number(total)
-    if used is None or total is None or total <= 0:
-        return None
-    return used / total * 100
 
 
 @register.filter

@@ -3,7 +3,8 @@
 from django.contrib import admin
 
 from controlplane import clock
-from controlplane.endpoints.admin import ReadOnlyAdminMixin, date_and_age
+from controlplane.clock import date_and_age
+from controlplane.endpoints.admin import ReadOnlyAdminMixin
 
 
 class RecentFilter(admin.SimpleListFilter):

@@ -7,9 +7,7 @@ figures out of it must never fail: anything that is not a usable number or
 word gives None.
 """
 
-import math
-
-from controlplane.figures import MAX_DB_INT
+from controlplane.figures import MAX_DB_INT, finite, whole
 
 ADMISSION_STATE_LENGTH = 32
 # The series columns taken from a summary, in the order the API shows them.
@@ -23,22 +21,6 @@ def _section(summary, name):
     return value if isinstance(value, dict) else {}
 
 
-def _count(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    value = int(value)
-    return value if 0 <= value <= MAX_DB_INT else None
-
-
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _word(value):
     if not isinstance(value, str) or not value.strip():
         return None
@@ -50,7 +32,7 @@ def summary_columns(summary):
     instances = _section(summary, "instances")
     utilization = _section(summary, "utilization")
     return {
-        **{name: _count(instances.get(name)) for name in COUNT_FIGURES},
-        **{name: _number(utilization.get(name)) for name in UTILIZATION_FIGURES},
+        **{name: whole(instances.get(name), 0, MAX_DB_INT) for name in COUNT_FIGURES},
+        **{name: finite(utilization.get(name)) for name in UTILIZATION_FIGURES},
         "pool_admission_state": _word(summary.get("pool_admission_state") if isinstance(summary, dict) else None),
     }
