@@ -1,20 +1,24 @@
-"""A list page's parts: filters read from the query string, liveness in queries, paging.
+"""A list page's parts: filters and sorts read from the query string, liveness in queries, paging.
 
 ``ListQuery`` parses a list page's filters from the query string without
-ever failing (a bad value is the default), and ``paginate`` pages a
-queryset in two queries, whatever its size.
+ever failing (a bad value is the default) and orders its entries by one of
+its ``Sort``s; ``paginate`` pages a queryset in two queries, whatever its
+size.
 """
 
 import math
 from dataclasses import dataclass, fields, replace
 from urllib.parse import urlencode
 
-from django.db.models import Case, Count, IntegerField, Value, When
+from django.db.models import Case, Count, F, IntegerField, Value, When
 
+from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import Status, status_q
 
 PER_PAGE_CHOICES = (25, 50, 100, 200)
 DEFAULT_PER_PAGE = 25
+# The admission filter's word for an entry without one (no snapshot, no summary).
+UNKNOWN_ADMISSION = "unknown"
 
 
 def status_counts_aggregates(now, ttl_s, heartbeat_interval_s):
@@ -35,6 +39,25 @@ def status_rank(now, ttl_s, heartbeat_interval_s):
     )
 
 
+@dataclass(frozen=True)
+class Sort:
+    """One way to sort a list: its label, its column (None: the liveness state, alive first) and
+    whether the high values come first (the busiest, the newest); "reversed" flips it. Unknowns last."""
+
+    label: str
+    column: str | None = None
+    high_first: bool = False
+
+    def order(self, desc, state_rank):
+        expression = state_rank if self.column is None else F(self.column)
+        if self.high_first != desc:
+            return expression.desc(nulls_last=True)
+        return expression.asc(nulls_last=True)
+
+
+STATE = Sort("state")
+
+
 def _int(raw, default, minimum=1):
     try:
         value = int(raw)
@@ -47,7 +70,7 @@ def _int(raw, default, minimum=1):
 class ListQuery:
     """A list page's filters, sort and page, read from and written back to a query string.
 
-    Subclasses declare ``SORTS`` (key → label) and may add fields; every
+    Subclasses declare ``SORTS`` (key → ``Sort``) and may add fields; every
     field is a string, a bool or an int, and unknown values fall back to the
     default, so a hand-edited URL never answers an error.
     """
@@ -60,10 +83,14 @@ class ListQuery:
     page: int = 1
     per_page: int = DEFAULT_PER_PAGE
 
-    SORTS = {}
+    SORTS = {"state": STATE}
     NOT_FILTERS = ("sort", "desc", "page", "per_page", "view")
     STATUSES = tuple(status.value for status in Status)
-    ADMISSIONS = ()
+    ADMISSIONS = (*Admission.values, UNKNOWN_ADMISSION)
+
+    @classmethod
+    def sort_labels(cls):
+        return {key: sort.label for key, sort in cls.SORTS.items()}
 
     @classmethod
     def from_query(cls, query):
@@ -108,6 +135,10 @@ class ListQuery:
     def urlencode(self, **changes):
         params = self.params(**changes)
         return f"?{urlencode(params)}" if params else ""
+
+    def order_by(self, state_rank, pk_name):
+        """ORDER BY of the chosen sort, ties broken by the entry's id."""
+        return [self.SORTS[self.sort].order(self.desc, state_rank), F(pk_name).asc()]
 
     @property
     def filtered(self):

@@ -32,13 +32,11 @@ TONES = {
     "unregistered": "muted", "stopped": "muted",
 }
 
-
 # The unit ladders of the filters below: (below, size, unit, digits), the last takes any number.
 MIB_UNITS = ((1024, 1, "MiB", 0), (1024**2, 1024, "GiB", 1), (None, 1024**2, "TiB", 1))
 GIB_UNITS = ((1024, 1, "GiB", 1), (None, 1024, "TiB", 1))
-BYTE_UNITS = ((1024, 1, "B", 0), *((1024 ** (power + 1), 1024**power, unit, 1)
-                                   for power, unit in enumerate(("KiB", "MiB", "GiB", "TiB"), start=1)),
-              (None, 1024**5, "PiB", 1))
+BYTE_UNITS = ((1024, 1, "B", 0), (1024**2, 1024, "KiB", 1), (1024**3, 1024**2, "MiB", 1), (1024**4, 1024**3, "GiB", 1),
+              (1024**5, 1024**4, "TiB", 1), (None, 1024**5, "PiB", 1))
 MBPS_UNITS = ((1000, 1, "Mbit/s", 1), (None, 1000, "Gbit/s", 1))
 DURATION_UNITS = ((10, 1, "s", 1), (120, 1, "s", 0), (7200, 60, "min", 0), (None, 3600, "h", 1))
 
@@ -90,28 +88,22 @@ def ratio_pct(value, digits=1):
     return percent_text(as_percent(_number(value)), int(digits))
 
 
-@register.filter
-def mib(value):
-    """Mebibytes, in the largest unit that keeps the number readable: "512 MiB", "78.5 GiB"."""
-    return _in_units(value, MIB_UNITS)
+def _unit_filter(name, ladder, description, **kwargs):
+    """A filter writing a figure in the unit of ``ladder`` that keeps it readable."""
+
+    def write(value):
+        return _in_units(value, ladder, **kwargs)
+
+    write.__name__, write.__qualname__, write.__doc__ = name, name, description
+    return register.filter(name, write)
 
 
-@register.filter
-def gib(value):
-    """Gibibytes: "120.5 GiB", "1.8 TiB"."""
-    return _in_units(value, GIB_UNITS)
-
-
-@register.filter
-def bytes_total(value):
-    """A byte counter: "1.2 GiB"."""
-    return _in_units(value, BYTE_UNITS)
-
-
-@register.filter
-def mbps(value):
-    """A rate in megabits per second: "812.5 Mbit/s", "12.4 Gbit/s"."""
-    return _in_units(value, MBPS_UNITS)
+mib = _unit_filter("mib", MIB_UNITS, 'Mebibytes, in the largest unit that keeps the number readable: "512 MiB", '
+                                     '"78.5 GiB".')
+gib = _unit_filter("gib", GIB_UNITS, 'Gibibytes: "120.5 GiB", "1.8 TiB".')
+bytes_total = _unit_filter("bytes_total", BYTE_UNITS, 'A byte counter: "1.2 GiB".')
+mbps = _unit_filter("mbps", MBPS_UNITS, 'A rate in megabits per second: "812.5 Mbit/s", "12.4 Gbit/s".')
+seconds = _unit_filter("seconds", DURATION_UNITS, 'A duration: "0.4 s", "12 s", "3 min", "2.5 h".', signed=True)
 
 
 @register.filter
@@ -122,12 +114,6 @@ def unit(value, suffix):
         return MISSING
     digits = 1 if suffix in ("W", "%") and not number.is_integer() else 0
     return f"{_fixed(number, digits)} {suffix}"
-
-
-@register.filter
-def seconds(value):
-    """A duration: "0.4 s", "12 s", "3 min", "2.5 h"."""
-    return _in_units(value, DURATION_UNITS, signed=True)
 
 
 @register.filter
@@ -199,13 +185,6 @@ def width(value):
     if number is None:
         return "0"
     return f"{min(100.0, max(0.0, number)):.1f}"
-
-
-@register.filter
-def times(value, factor):
-    """value × factor, None when unknown (a ratio to percent: ``|times:100``)."""
-    number = _number(value)
-    return None if number is None else number * float(factor)
 
 
 @register.filter
