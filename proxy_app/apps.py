@@ -1,5 +1,4 @@
 import logging
-import sys
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -24,6 +23,8 @@ class ProxyAppConfig(AppConfig):
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""
+        from agent.launch import DEFAULT_LISTEN
+        from proxy_app.local_agent import agent_argv, agent_env
         from proxy_app.pool import default_scheduler_url
 
         # The series writer: a second is finer than django-q2 schedules go.
@@ -39,9 +40,6 @@ class ProxyAppConfig(AppConfig):
         if up.start_agent:
             # A convenience: if it cannot run here (its port is taken, say),
             # the control plane keeps running without it.
-            processes.append(ProcessSpec(
-                "agent", [sys.executable, "-m", "agent", "--proxy-url", up.base_url, "--listen", up.agent_listen],
-                env={"FLEETWATCH_AGENT_TOKEN": up.token("up-local-agent", "instance") or ""},
-                essential=False,
-            ))
+            processes.append(ProcessSpec("agent", agent_argv(up.agent_listen or DEFAULT_LISTEN, up.base_url),
+                                         env=agent_env("up-local-agent"), essential=False))
         return processes

@@ -42,7 +42,7 @@ class UpContext:
 
     manage: list  # argv prefix of a manage.py command in this environment
     base_url: str  # where the web server answers
-    agent_listen: str
+    agent_listen: str | None  # None: the agent's own default
     start_agent: bool
     roles: tuple
 

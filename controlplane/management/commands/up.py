@@ -13,7 +13,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (default 8000).")
         parser.add_argument("--no-agent", action="store_true", help="Do not start a local agent.")
         parser.add_argument("--workers", type=int, default=None, help="Web worker processes (default: one per CPU, ≤ 8).")
-        parser.add_argument("--agent-listen", default="127.0.0.1:9201", help="HTTP address of the local agent.")
+        parser.add_argument("--agent-listen", default=None,
+                            help="HTTP address of the local agent (default: the agent's own, 127.0.0.1:9201).")
 
     def handle(self, *args, host, port, no_agent, workers, agent_listen, **options):
         up.run(self.stdout, host=host, port=port, start_agent=not no_agent, workers=workers, agent_listen=agent_listen)
