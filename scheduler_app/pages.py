@@ -107,7 +107,8 @@ class FleetPages(EntryDashboard):
             return None
         return {
             **self.summary(proxy, now),
-            **{key: value for key, value in endpoint_row(proxy, now).items() if key in ("registered_at", "tags", "weight")},
+            **{key: value for key, value in endpoint_row(proxy, now).items()
+               if key in ("registered_at", "tags", "weight")},
             "summary": proxy.pool_resource if isinstance(proxy.pool_resource, dict) else {},
             "capacity": {
                 "max_capacity": proxy.max_capacity, "instance_count": proxy.instance_count,

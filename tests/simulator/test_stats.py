@@ -2,8 +2,8 @@
 
 import pytest
 
-from proxy_app.simulator.driver import RunConfig
-from proxy_app.simulator.stats import FleetStats, LatencyHistogram, summary
+from simulator.config import RunConfig
+from simulator.stats import FleetStats, LatencyHistogram, summary
 
 
 def test_it_reads_percentiles_to_within_two_percent():

@@ -1,7 +1,10 @@
 """The fleet simulator: synthetic GPU hosts reporting to a Proxy over its real HTTP API.
 
-No Django here: the simulator is a client of the Proxy like any agent, and
-``manage.py simulate_fleet`` is only its command line. The parts:
+No Django here: the simulator is a client of the Proxy like any agent (it
+uses the agent's snapshot and backoff, and the capability fingerprint of
+SPEC 3.2 from ``proxy_app.capabilities``, a pure module), and
+``manage.py simulate_fleet`` is only a Django door to its command line. The
+parts:
 
 - ``model``: the pure fleet model. Each host is a small state machine with
   its own random stream (seeded from the run's seed and the host's index);
@@ -17,6 +20,7 @@ No Django here: the simulator is a client of the Proxy like any agent, and
   slots spread evenly over the interval.
 - ``processes``: the whole run, in this process or split over several.
 - ``display``: the live progress view and the final summary table (rich).
+- ``cli``: the options, the run they make and the summary printed.
 
 ``docs/simulator.md`` is the operator's view.
 """

@@ -8,8 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
-import proxy_app.simulator.display, proxy_app.simulator.driver, proxy_app.simulator.model
-import proxy_app.simulator.processes, proxy_app.simulator.stats
+import simulator.cli, simulator.display, simulator.driver, simulator.model
+import simulator.processes, simulator.stats
 print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 """
 

@@ -6,13 +6,10 @@ heartbeats every ``heartbeat_interval_s`` of the register answer, registers
 again at once on ``unknown_instance``, backs off with jitter on failures and
 unregisters on a clean stop. One request at a time per instance.
 
-Scheduling: instance ``i`` of ``N`` reports at ``t0 + i/N × interval`` plus
-whole intervals, so the load is spread evenly over the interval whichever
-process runs the instance; a large fleet starts over a ramp (an even share
-registers each interval). Each pending round is a timer on the event loop
-(``loop.call_at``), not a sleeping task. A round that outlasts its next
-slots skips them rather than bursting to catch up; how late each timer fired
-is recorded, so a client short of CPU shows it. All requests share one
+Scheduling (``simulator.schedule``): slots spread evenly over the interval,
+a ramped start, late rounds skipping slots. Each pending round is a timer on
+the event loop (``loop.call_at``), not a sleeping task; how late each timer
+fired is recorded, so a client short of CPU shows it. All requests share one
 aiohttp session with a bounded pool of keep-alive connections; when every
 connection is busy a report slot is shed rather than queued behind them.
 """
@@ -24,121 +21,38 @@ import gc
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 import orjson
 import yarl
 
 from agent.reporter import Backoff
-from proxy_app.simulator import stats as outcomes
-from proxy_app.simulator.model import FleetProfile, Round, build_fleet, first_slot_ms, ramp_rounds
-from proxy_app.simulator.stats import FleetStats
+from simulator import protocol
+from simulator import stats as outcomes
+from simulator.config import RunConfig
+from simulator.model import Round, build_fleet
+from simulator.protocol import Answer, classify_answer
+from simulator.schedule import DUE_SLACK_S, first_slot, first_slot_ms
+from simulator.stats import FleetStats
 
-REGISTER_PATH = "/v1/instance/register"
-HEARTBEAT_PATH = "/v1/instance/heartbeat"
-SNAPSHOT_PATH = "/v1/instance/resource_snapshot"
-UNREGISTER_PATH = "/v1/instance/unregister"
-USER_AGENT = "fleetwatch-simulator"
 DEFAULT_HEARTBEAT_S = 10.0
-# asyncio may run a timer a hair before its time; a slot this close is due.
-DUE_SLACK_S = 0.001
-CAPABILITY_ERRORS = {"capability_fingerprint_mismatch", "capability_fingerprint_unknown"}
-# Registrations a second while the fleet starts, unless --ramp-s says otherwise.
-DEFAULT_REGISTRATIONS_PER_S = 200.0
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """One simulator run, as the command line gives it."""
-
-    proxy_url: str = "http://127.0.0.1:8000"
-    instances: int = 10
-    interval_ms: int = 1000
-    token: str | None = None
-    duration_s: float | None = None  # report for this long (None: until stopped)
-    rounds: int | None = None  # or this many report slots per instance
-    seed: int = 0
-    id_prefix: str = "sim"
-    profile: FleetProfile = field(default_factory=FleetProfile)
-    processes: int = 1
-    connections: int = 64  # per process
-    timeout_s: float = 10.0
-    unregister: bool = True
-    ramp_s: float | None = None  # start the fleet over this long (None: at DEFAULT_REGISTRATIONS_PER_S)
-
-    def indices(self, process=0):
-        """The instances process ``process`` of ``processes`` drives: every processes-th one, interleaved."""
-        return range(process, self.instances, self.processes)
-
-    @property
-    def ramp_rounds(self):
-        ramp_s = self.instances / DEFAULT_REGISTRATIONS_PER_S if self.ramp_s is None else self.ramp_s
-        return ramp_rounds(ramp_s, self.interval_ms)
-
-
-@dataclass
-class Answer:
-    outcome: str
-    data: object = None
-
-    @property
-    def ok(self):
-        return self.outcome == outcomes.OK
-
-
-def classify_answer(request, status, raw) -> Answer:
-    """The outcome of one HTTP answer from the Proxy (SPEC 3's answers)."""
-    try:
-        data = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        data = None
-    if not 200 <= status < 300:
-        return Answer(outcomes.http_status(status), data)
-    if not isinstance(data, dict):
-        return Answer(outcomes.BAD_ANSWER, data)
-    if request == "register":
-        ok = isinstance(data.get("instance_id"), str)
-        return Answer(outcomes.OK if ok else outcomes.BAD_ANSWER, data)
-    if data.get("ok") is True:
-        return Answer(outcomes.OK, data)
-    error = data.get("error")
-    if error == outcomes.UNKNOWN_INSTANCE or (request == "unregister" and data.get("ok") is False and not error):
-        return Answer(outcomes.UNKNOWN_INSTANCE, data)
-    if error in CAPABILITY_ERRORS:
-        return Answer(outcomes.CAPABILITY_RESYNC, data)
-    return Answer(outcomes.REJECTED, data)
-
-
-def first_slot(slot_at, interval_s, not_before):
-    """The first of the fixed-rate slots ``slot_at + k × interval_s`` not before ``not_before``, and k.
-
-    ``k`` slots are skipped: a late round or a backoff skips slots rather than
-    bursting to catch up, as the agent does.
-    """
-    if slot_at + DUE_SLACK_S >= not_before:
-        return slot_at, 0
-    skipped = math.ceil((not_before - DUE_SLACK_S - slot_at) / interval_s)
-    return slot_at + skipped * interval_s, skipped
-
-
+@dataclass(slots=True)
 class InstanceState:
     """The driver's side of one simulated instance: registration, schedule, backoff."""
 
-    __slots__ = ("host", "registered", "heartbeat_interval_s", "next_report_at", "next_heartbeat_at", "retry_at",
-                 "rounds_done", "backoff", "handle", "finished")
-
-    def __init__(self, host, rand):
-        self.host = host
-        self.registered = False
-        self.heartbeat_interval_s = DEFAULT_HEARTBEAT_S
-        self.next_report_at = None
-        self.next_heartbeat_at = None
-        self.retry_at = None
-        self.rounds_done = 0
-        self.backoff = Backoff(rand=rand)
-        self.handle = None
-        self.finished = False
+    host: object
+    backoff: Backoff
+    registered: bool = False
+    heartbeat_interval_s: float = DEFAULT_HEARTBEAT_S
+    next_report_at: float | None = None
+    next_heartbeat_at: float | None = None
+    retry_at: float | None = None
+    rounds_done: int = 0
+    handle: object = None
+    finished: bool = False
 
 
 class FleetDriver:
@@ -156,7 +70,7 @@ class FleetDriver:
         rand = random.Random(f"fleetwatch-simulator-driver:{config.seed}").random
         hosts = build_fleet(indices, config.instances, config.seed, config.profile, config.interval_ms,
                             config.id_prefix)
-        self.states = [InstanceState(host, rand) for host in hosts]
+        self.states = [InstanceState(host, Backoff(rand=rand)) for host in hosts]
         self.stats = FleetStats()
         self.stats.instances = len(self.states)
         self._on_progress = on_progress
@@ -164,8 +78,7 @@ class FleetDriver:
         self._wall_ms = wall_ms or (lambda: int(time.time() * 1000))
         base = config.proxy_url.rstrip("/")
         # Parsed once: parsing each request's URL is a measurable part of its cost.
-        self._urls = {path: yarl.URL(base + path)
-                      for path in (REGISTER_PATH, HEARTBEAT_PATH, SNAPSHOT_PATH, UNREGISTER_PATH)}
+        self._urls = {path: yarl.URL(base + path) for path in protocol.PATHS}
         self._stop_requests = 0
         self._tasks = set()
         self._active = len(self.states)
@@ -183,7 +96,7 @@ class FleetDriver:
         """Drive the fleet; ``start_wall_s`` aligns the first slot across processes (default: now)."""
         loop = self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Content-Type": "application/json", "User-Agent": protocol.USER_AGENT}
         if self.config.token:
             headers["Authorization"] = f"Bearer {self.config.token}"
         connector = aiohttp.TCPConnector(limit=self.config.connections, ttl_dns_cache=300)
@@ -396,9 +309,9 @@ class FleetDriver:
         await self._send_report(state, host.report_body(self._wall_ms()))
 
     async def _send_report(self, state, body):
-        answer = await self._post("snapshot", SNAPSHOT_PATH, body)
+        answer = await self._post("snapshot", protocol.SNAPSHOT_PATH, body)
         if answer.outcome == outcomes.UNKNOWN_INSTANCE and await self._reregister(state):
-            answer = await self._post("snapshot", SNAPSHOT_PATH, body)  # the same report: nothing lost
+            answer = await self._post("snapshot", protocol.SNAPSHOT_PATH, body)  # the same report: nothing lost
         if answer.ok:
             self._succeeded(state)
             if answer.data.get("stale"):
@@ -408,14 +321,15 @@ class FleetDriver:
 
     async def _heartbeat(self, state):
         host = state.host
-        answer = await self._post("heartbeat", HEARTBEAT_PATH, host.heartbeat_body())
+        answer = await self._post("heartbeat", protocol.HEARTBEAT_PATH, host.heartbeat_body())
         if answer.outcome == outcomes.UNKNOWN_INSTANCE:
             # Registering counts as contact and sets the next heartbeat; it backs off itself on failure.
             await self._reregister(state)
             return
         if answer.outcome == outcomes.CAPABILITY_RESYNC:
             self.stats.note("capability_resyncs")
-            answer = await self._post("heartbeat", HEARTBEAT_PATH, host.heartbeat_body(with_capabilities=True))
+            body = host.heartbeat_body(with_capabilities=True)
+            answer = await self._post("heartbeat", protocol.HEARTBEAT_PATH, body)
         state.next_heartbeat_at = self._loop.time() + state.heartbeat_interval_s
         if answer.ok:
             self._succeeded(state)
@@ -429,7 +343,7 @@ class FleetDriver:
         return await self._register(state)
 
     async def _register(self, state):
-        answer = await self._post("register", REGISTER_PATH, state.host.register_body())
+        answer = await self._post("register", protocol.REGISTER_PATH, state.host.register_body())
         if not answer.ok:
             self._back_off(state)
             return False
@@ -458,7 +372,7 @@ class FleetDriver:
         registered = [state for state in self.states if state.registered]
 
         async def unregister(state):
-            answer = await self._post("unregister", UNREGISTER_PATH, state.host.unregister_body())
+            answer = await self._post("unregister", protocol.UNREGISTER_PATH, state.host.unregister_body())
             if answer.ok:
                 self._set_registered(state, False)
 

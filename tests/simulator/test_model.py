@@ -13,16 +13,8 @@ from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
 from proxy_app.capabilities import fingerprint, parse_capabilities
 from proxy_app.normalise import normalise_snapshot
-from proxy_app.simulator.model import (
-    FleetProfile,
-    Round,
-    SimulatedHost,
-    build_fleet,
-    first_slot_ms,
-    per_round,
-    ramp_rounds,
-    slot_offset_ms,
-)
+from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
+from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms
 from tests.agent.conftest import FakeClock, FakeSource
 from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 from tests.factories import T0, T0_MS

@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from proxy_app.simulator.stats import REQUESTS, FleetStats
+from simulator.stats import REQUESTS, FleetStats
 
 RATE_WINDOW_S = 5.0
 

@@ -14,9 +14,12 @@ import threading
 import pytest
 from aiohttp import web
 
-from proxy_app.simulator.driver import FleetDriver, RunConfig, classify_answer, first_slot
-from proxy_app.simulator.model import FleetProfile
-from proxy_app.simulator.processes import run_fleet
+from simulator.config import RunConfig
+from simulator.driver import FleetDriver
+from simulator.model import FleetProfile
+from simulator.processes import run_fleet
+from simulator.protocol import classify_answer
+from simulator.schedule import first_slot
 
 CALM = FleetProfile.calm(unhealthy_gpu_share=0.0, capabilities_share=0.0)
 

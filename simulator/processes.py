@@ -26,8 +26,9 @@ import sys
 import threading
 import time
 
-from proxy_app.simulator.driver import FleetDriver, RunConfig
-from proxy_app.simulator.stats import FleetStats
+from simulator.config import RunConfig
+from simulator.driver import FleetDriver
+from simulator.stats import FleetStats
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 START_TIMEOUT_S = 120.0

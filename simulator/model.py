@@ -34,7 +34,7 @@ from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds, capacity_hint
 from agent.snapshot import SCHEMA_VERSION
 from proxy_app.capabilities import fingerprint, parse_capabilities
-from proxy_app.simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
+from simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"
 ENDPOINTS = ["chat/completions", "completions"]
@@ -101,27 +101,6 @@ class FleetProfile:
 def per_round(rate_per_hour, interval_ms):
     """The chance per report slot of an event that happens ``rate_per_hour`` times an hour."""
     return min(1.0, rate_per_hour * interval_ms / 3_600_000)
-
-
-def slot_offset_ms(index, instances, interval_ms):
-    """Where in the interval host ``index`` of ``instances`` reports: evenly spread, no herd."""
-    return interval_ms * index / instances
-
-
-def ramp_rounds(ramp_s, interval_ms):
-    """Over how many intervals the fleet starts (at least one)."""
-    return max(1, math.ceil(ramp_s * 1000.0 / interval_ms))
-
-
-def first_slot_ms(index, instances, interval_ms, rounds_of_ramp=1):
-    """When host ``index`` first reports (and so registers), from the run's start.
-
-    Every ``rounds_of_ramp``-th host starts in the same interval, so each
-    interval of the ramp registers an even share of the fleet, itself spread
-    evenly over the interval; a Proxy is not hit by the whole fleet's
-    registrations in its first second.
-    """
-    return slot_offset_ms(index, instances, interval_ms) + (index % rounds_of_ramp) * interval_ms
 
 
 class Round(enum.Enum):
