@@ -4,12 +4,12 @@
 what is the pool's own is here:
 
 - ``overview``: the pool summary (the recorder's newest row when it is
-  fresh, else computed), instances per status, the scheduler link: 3–4
-  queries, whatever the pool's size.
+  fresh, else computed), instances per status, the scheduler link: 3
+  queries with the recorder's row, 5 without, whatever the pool's size.
 - ``rows``: one page of instances with their resource columns (the kit's
   COUNT and page query: 10,000 instances cost what 10 do).
 - ``detail``: one instance with its latest snapshot taken apart for
-  display, and its status changes: 2 queries.
+  display, its status changes and its list row: 3 queries.
 """
 
 from dataclasses import dataclass, replace

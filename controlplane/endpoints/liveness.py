@@ -6,7 +6,8 @@ alive, in Python or in a query. Steps:
 1. ``age = now - last_seen_at`` (server receive times only).
 2. ``is_alive`` is ``age <= ttl_s``; as a query, ``last_seen_at >= now - ttl_s``
    (``alive_q`` for the ORM, ``alive_sql`` for the raw-SQL hot path;
-   ``status_q`` filters on a whole status).
+   ``status_q`` filters on a whole status, ``past_alive_window_q`` on the
+   entries no longer alive, suspect or stale).
 3. ``status`` is ``alive`` while ``age`` is within one heartbeat interval plus
    jitter slack (half an interval), ``suspect`` once a beat was missed but the
    TTL has not passed, ``stale`` past the TTL.
@@ -106,11 +107,15 @@ def alive_sql(column):
     return f"{column} >= %s"
 
 
+def past_alive_window_q(now, ttl_s, heartbeat_interval_s):
+    """The entries whose alive window has run out at ``now``: suspect or stale (``status_at`` past ``alive``)."""
+    return Q(last_seen_at__lt=now - alive_window(ttl_s, heartbeat_interval_s))
+
+
 def status_q(status, now, ttl_s, heartbeat_interval_s):
     """The entries whose status at ``now`` is ``status`` (``status_at`` as a filter)."""
-    alive_from = now - alive_window(ttl_s, heartbeat_interval_s)
     if status == Status.ALIVE:
-        return Q(last_seen_at__gte=alive_from)
+        return Q(last_seen_at__gte=now - alive_window(ttl_s, heartbeat_interval_s))
     if status == Status.SUSPECT:
-        return Q(last_seen_at__lt=alive_from) & alive_q(now, ttl_s)
+        return past_alive_window_q(now, ttl_s, heartbeat_interval_s) & alive_q(now, ttl_s)
     return ~alive_q(now, ttl_s)

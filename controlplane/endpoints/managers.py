@@ -136,10 +136,9 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         runs. At most ``batch`` rows per call; returns how many changed.
         """
         ttl_s, interval_s = self.model.ttl_s(), self.model.heartbeat_interval_s()
-        alive_cut = now - liveness.alive_window(ttl_s, interval_s)
         due = self.filter(
-            Q(status=Status.ALIVE, last_seen_at__lt=alive_cut)
-            | (Q(status=Status.SUSPECT) & ~liveness.alive_q(now, ttl_s))
+            (Q(status=Status.ALIVE) & liveness.past_alive_window_q(now, ttl_s, interval_s))
+            | (Q(status=Status.SUSPECT) & liveness.status_q(Status.STALE, now, ttl_s, interval_s))
         ).values_list("pk", "status", "last_seen_at")[:batch]
         changed = 0
         for pk, old_status, seen in list(due):

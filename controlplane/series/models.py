@@ -5,9 +5,19 @@ from django.db import models
 from controlplane.endpoints.admission import Admission
 
 
-def minute_figures(names, kind=models.FloatField):
-    """``<figure>_min``, ``_avg`` and ``_max`` columns of each figure, for a minute rollup model."""
-    return {f"{name}_{agg}": kind(null=True, blank=True) for name in names for agg in ("min", "avg", "max")}
+def figure(kind=models.FloatField):
+    """A figure's column in a series point: null where its input was (never 0 for unknown)."""
+    return kind(null=True, blank=True)
+
+
+def figure_rollup():
+    """A figure's three columns in a minute rollup: ``cpu_min, cpu_avg, cpu_max = figure_rollup()``."""
+    return figure(), figure(), figure()
+
+
+def admission_column():
+    """The admission state of a point; in a rollup, the worst of its minute."""
+    return models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
 
 
 class PoolSeriesPoint(models.Model):
@@ -18,16 +28,16 @@ class PoolSeriesPoint(models.Model):
     """
 
     t = models.FloatField(db_index=True, help_text="Epoch seconds.")
-    alive = models.BigIntegerField(null=True, blank=True)
-    total = models.BigIntegerField(null=True, blank=True)
-    with_resource = models.BigIntegerField(null=True, blank=True)
-    cpu_avg = models.FloatField(null=True, blank=True)
-    memory_used_ratio = models.FloatField(null=True, blank=True)
-    gpu_util_avg = models.FloatField(null=True, blank=True)
-    gpu_mem_used_ratio = models.FloatField(null=True, blank=True)
-    network_rx_mbps_total = models.FloatField(null=True, blank=True)
-    network_tx_mbps_total = models.FloatField(null=True, blank=True)
-    pool_admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+    alive = figure(models.BigIntegerField)
+    total = figure(models.BigIntegerField)
+    with_resource = figure(models.BigIntegerField)
+    cpu_avg = figure()
+    memory_used_ratio = figure()
+    gpu_util_avg = figure()
+    gpu_mem_used_ratio = figure()
+    network_rx_mbps_total = figure()
+    network_tx_mbps_total = figure()
+    pool_admission_state = admission_column()
     summary = models.JSONField()
 
     FIGURES = ("alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
@@ -43,7 +53,9 @@ class MinuteRollup(models.Model):
     """One minute of a series folded into min/avg/max per figure (nulls ignored).
 
     ``minute`` is the minute's start; ``samples`` how many full-resolution
-    rows it folded; the admission column holds the worst state of the minute.
+    rows it folded; each figure of the series has its ``<figure>_min``,
+    ``_avg`` and ``_max`` columns (``figure_rollup``), and the admission
+    column holds the worst state of the minute.
     """
 
     minute = models.DateTimeField(db_index=True)
@@ -55,11 +67,18 @@ class MinuteRollup(models.Model):
 
 
 class PoolMinuteRollup(MinuteRollup):
-    """A minute of a pool's summaries: ``alive_min``, ``alive_avg``, ``alive_max``, … per figure."""
+    """A minute of a pool's summaries: the min, mean and max of each figure of ``PoolSeriesPoint``."""
 
-    # A class body's namespace takes the generated columns like written-out ones.
-    locals().update(minute_figures(PoolSeriesPoint.FIGURES))
-    pool_admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+    alive_min, alive_avg, alive_max = figure_rollup()
+    total_min, total_avg, total_max = figure_rollup()
+    with_resource_min, with_resource_avg, with_resource_max = figure_rollup()
+    cpu_avg_min, cpu_avg_avg, cpu_avg_max = figure_rollup()
+    memory_used_ratio_min, memory_used_ratio_avg, memory_used_ratio_max = figure_rollup()
+    gpu_util_avg_min, gpu_util_avg_avg, gpu_util_avg_max = figure_rollup()
+    gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
+    network_rx_mbps_total_min, network_rx_mbps_total_avg, network_rx_mbps_total_max = figure_rollup()
+    network_tx_mbps_total_min, network_tx_mbps_total_avg, network_tx_mbps_total_max = figure_rollup()
+    pool_admission_state = admission_column()
 
     FIGURES = PoolSeriesPoint.FIGURES
     ADMISSION = PoolSeriesPoint.ADMISSION
