@@ -1,7 +1,10 @@
 """Request guards that apply to every endpoint."""
 
+import django_htmx.middleware
+import whitenoise.middleware
 from django.conf import settings
-from django.utils.module_loading import import_string
+from django.contrib.auth import middleware as auth_middleware
+from django.contrib.messages import middleware as messages_middleware
 
 from controlplane.api import errors
 
@@ -55,22 +58,31 @@ class ApiLaneMiddleware:
         return self.get_response(request)
 
 
-class _PageOnly:
+class PageOnly:
+    """Put before a page middleware's own class: on the API lane it steps aside, else it runs as written.
+
+    Each one below is a subclass of the middleware it wraps, declared here,
+    so Django's checks (the admin's looks for the authentication and message
+    middleware) find what they look for.
+    """
+
     def __call__(self, request):
         if getattr(request, "api_lane", False):
             return self.get_response(request)
         return super().__call__(request)
 
 
-def page_only(middleware_class):
-    """``middleware_class``, stepping aside on the API lane (a subclass, so Django's checks still see it)."""
-    return type(middleware_class.__name__, (_PageOnly, middleware_class), {
-        "__module__": __name__, "__qualname__": middleware_class.__name__,
-        "__doc__": f"{middleware_class.__module__}.{middleware_class.__name__}, for pages only.",
-    })
+class WhiteNoiseMiddleware(PageOnly, whitenoise.middleware.WhiteNoiseMiddleware):
+    """WhiteNoise's static files (the pages' and the admin's), for pages only."""
 
 
-WhiteNoiseMiddleware = page_only(import_string("whitenoise.middleware.WhiteNoiseMiddleware"))
-AuthenticationMiddleware = page_only(import_string("django.contrib.auth.middleware.AuthenticationMiddleware"))
-MessageMiddleware = page_only(import_string("django.contrib.messages.middleware.MessageMiddleware"))
-HtmxMiddleware = page_only(import_string("django_htmx.middleware.HtmxMiddleware"))
+class AuthenticationMiddleware(PageOnly, auth_middleware.AuthenticationMiddleware):
+    """Django's logged-in user, for pages only; an API call is authenticated by its view."""
+
+
+class MessageMiddleware(PageOnly, messages_middleware.MessageMiddleware):
+    """Django's messages (the agent page's notices), for pages only."""
+
+
+class HtmxMiddleware(PageOnly, django_htmx.middleware.HtmxMiddleware):
+    """django-htmx's ``request.htmx``, for pages only."""

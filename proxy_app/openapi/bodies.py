@@ -179,7 +179,7 @@ class Snapshot(serializers.Serializer):
 
     instance_id = StrictCharField(max_length=NAME_LENGTH, help_text="Trimmed.")
     snapshot = ResourceSnapshotField()
-    metadata = ReportMetadataField(required=False)
+    metadata = ReportMetadataField(required=False, default=dict)
 
 
 SNAPSHOT_EXAMPLE = OpenApiExample("A host with one GPU", request_only=True, value={
