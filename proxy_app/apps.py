@@ -1,25 +1,22 @@
 import logging
 
-from django.apps import AppConfig
 from django.conf import settings
 
+from controlplane.ops.roles import RoleConfig
 from controlplane.ops.supervisor import ProcessSpec
-from controlplane.ops.tasks import PeriodicTask
+from controlplane.ops.tasks import schedule_of
 
 log = logging.getLogger("fleetwatch.up")
 
 
-class ProxyAppConfig(AppConfig):
+class ProxyAppConfig(RoleConfig):
+    default = True  # Django's pick among the AppConfigs this module names (RoleConfig too)
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
     metrics_collector = "proxy_app.metrics.ProxyCollector"
-    periodic_tasks = (
-        PeriodicTask("proxy_app.tasks.sweep_instances", minutes=1),
-        PeriodicTask("proxy_app.tasks.delete_expired_instances", minutes=10),
-        PeriodicTask("proxy_app.tasks.rollup_instance_history", minutes=1),
-        PeriodicTask("proxy_app.tasks.prune_instance_history", minutes=1),
-    )
+    periodic_tasks = schedule_of("proxy_app.tasks", sweep_instances=1, delete_expired_instances=10,
+                                 rollup_instance_history=1, prune_instance_history=1)
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""

@@ -29,15 +29,17 @@ def _words(value):
     return [str(item) for item in value[:64] if isinstance(item, (str, int, float)) and str(item).strip()]
 
 
+def _read(section, read, *names):
+    """The members ``names`` of a snapshot's ``section``, each read with ``read`` (``number``, ``integer``)."""
+    return {name: read(section.get(name)) for name in names}
+
+
 def cpu_view(cpu):
     cores = cpu.get("per_core_pct")
     return {
         "util": number(cpu.get("utilization_pct")),
-        "load1": number(cpu.get("load1")),
-        "load5": number(cpu.get("load5")),
-        "load15": number(cpu.get("load15")),
-        "count_logical": integer(cpu.get("count_logical")),
-        "count_physical": integer(cpu.get("count_physical")),
+        **_read(cpu, number, "load1", "load5", "load15"),
+        **_read(cpu, integer, "count_logical", "count_physical"),
         "cores": [number(v) for v in cores[:MAX_ITEMS]] if isinstance(cores, list) else [],
     }
 
@@ -59,11 +61,7 @@ def memory_view(memory):
 def network_view(interface):
     return {
         "iface": text(interface.get("iface")),
-        "rx_mbps": number(interface.get("rx_mbps")),
-        "tx_mbps": number(interface.get("tx_mbps")),
-        "speed_mbps": number(interface.get("speed_mbps")),
-        "rx_bytes_total": number(interface.get("rx_bytes_total")),
-        "tx_bytes_total": number(interface.get("tx_bytes_total")),
+        **_read(interface, number, "rx_mbps", "tx_mbps", "speed_mbps", "rx_bytes_total", "tx_bytes_total"),
     }
 
 

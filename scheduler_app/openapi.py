@@ -11,15 +11,13 @@ from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
     history_answer,
-    history_point,
     nullable_integer,
     nullable_number,
-    page_of,
 )
 from controlplane.api.schema.operations import (
-    PAGING,
     entry_history_operation,
     include_dead,
+    list_operation,
     read_operation,
     write_operation,
 )
@@ -113,10 +111,7 @@ class ProxyPoolResources(serializers.Serializer):
     proxies = ProxyPoolResourceRow(many=True)
 
 
-PROXY_HISTORY = history_answer(
-    "ProxyHistory", "proxy_id",
-    history_point("ProxyPoolPoint", PoolResourceSample.FIGURES, PoolResourceSample.ADMISSION),
-)
+PROXY_HISTORY = history_answer("ProxyHistory", "proxy_id", "ProxyPoolPoint", PoolResourceSample)
 
 # --- the operations --------------------------------------------------------------------------
 
@@ -141,11 +136,8 @@ proxy_schema = extend_schema_view(
         "Deletes the proxy (if known) and records a last status change to `unregistered`; always `{\"ok\": true}`.",
         ProxyId, {200: OkBody}, "proxy", tags=PROXIES, examples=[UNREGISTER_EXAMPLE],
     ),
-    list_proxies=read_operation(
-        "proxy_list", "List proxies", (
-            "Alive proxies (with `include_dead`, also those past their TTL), newest seen first. Without "
-            "`limit` and `offset`: the bare array (compat); with either: a page object."
-        ), page_of(ProxyRow, "Proxy"), parameters=[include_dead(False), *PAGING], tags=PROXIES,
+    list_proxies=list_operation(
+        "proxy_list", "List proxies", "proxies", "newest seen first", ProxyRow, "Proxy", tags=PROXIES,
     ),
     history=entry_history_operation(
         "proxy_history", "A proxy's pool history",

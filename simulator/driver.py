@@ -79,16 +79,10 @@ class FleetDriver:
         base = config.proxy_url.rstrip("/")
         # Parsed once: parsing each request's URL is a measurable part of its cost.
         self._urls = {path: yarl.URL(base + path) for path in protocol.PATHS}
-        self._stop_requests = 0
-        self._tasks = set()
-        self._active = len(self.states)
-        self._loop = None
-        self._session = None
-        self._t0 = None
-        self._end_at = None
-        self._done = None
-        self._stopped_at = None
-        self._unregistering = None
+        self._stop_requests, self._tasks, self._active = 0, set(), len(self.states)
+        # Set as the run goes: its loop, HTTP session, start and end; when it was stopped, its unregistering.
+        self._loop = self._session = self._t0 = self._end_at = self._done = None
+        self._stopped_at = self._unregistering = None
 
     # --- the run ----------------------------------------------------------------
 

@@ -7,7 +7,19 @@ shared base collects from it: ``role``, its ``urls`` module (mounted by
 dotted path of its ``/metrics`` collector). The base never imports an app.
 """
 
-from django.apps import apps
+from django.apps import AppConfig, apps
+
+
+class RoleConfig(AppConfig):
+    """The AppConfig of an app that serves a role: what the shared base collects from it."""
+
+    role = ""
+    metrics_collector = ""  # the dotted path of its /metrics collector
+    periodic_tasks = ()  # its PeriodicTasks (ops.tasks.schedule_of)
+
+    def up_processes(self, up):
+        """What ``manage.py up`` runs for the role besides the web server and the task cluster (ProcessSpecs)."""
+        return []
 
 
 def role_apps(roles):

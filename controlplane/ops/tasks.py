@@ -27,6 +27,12 @@ class PeriodicTask:
         return SCHEDULE_PREFIX + self.func.rsplit(".", 1)[1]
 
 
+def schedule_of(module, **minutes):
+    """The periodic tasks of ``module``'s functions, each run every so many minutes:
+    ``schedule_of("proxy_app.tasks", sweep_instances=1)``."""
+    return tuple(PeriodicTask(f"{module}.{function}", every) for function, every in minutes.items())
+
+
 def periodic_tasks(roles):
     return [task for config in role_apps(roles) for task in config.periodic_tasks]
 

@@ -8,7 +8,6 @@ from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
     history_answer,
-    history_point,
     nullable_integer,
     nullable_number,
 )
@@ -114,10 +113,8 @@ class InstanceRow(RegisteredEntryRow):
     resource = InstanceResourceWithRaw()
 
 
-INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id",
-                                  history_point("InstancePoint", InstanceSample.FIGURES, InstanceSample.ADMISSION))
-POOL_HISTORY = history_answer("PoolHistory", "proxy_id",
-                              history_point("PoolPoint", PoolResource.FIGURES, PoolResource.ADMISSION))
+INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id", "InstancePoint", InstanceSample)
+POOL_HISTORY = history_answer("PoolHistory", "proxy_id", "PoolPoint", PoolResource)
 
 
 class SchedulerLink(serializers.Serializer):

@@ -76,7 +76,9 @@ def history_point(name, figures, admission):
     return type(name, (serializers.Serializer,), fields)
 
 
-def history_answer(name, key, point):
+def history_answer(name, key, point_name, point_model):
+    """A history answer (SPEC 9): the entry's id under ``key``, the range, and points of ``point_model``'s figures."""
+    point = history_point(point_name, point_model.FIGURES, point_model.ADMISSION)
     return type(name, (serializers.Serializer,), {
         "__doc__": "A series over a range (SPEC 9).",
         key: serializers.CharField(),

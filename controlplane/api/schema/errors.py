@@ -14,85 +14,45 @@ DETAIL_HELP = (
 )
 
 
-class ValidationErrorBody(serializers.Serializer):
-    """Malformed JSON, a wrong type or an out-of-range value (SPEC 1). Nothing was written."""
-
-    ok = Const(False)
-    error = Const("validation_error")
-    detail = FlatMap(help_text=DETAIL_HELP)
-
-
-class UnauthorizedBody(serializers.Serializer):
-    """No token, or a malformed, unknown or revoked one (SPEC 10). Nothing was written."""
-
-    ok = Const(False)
-    error = Const("unauthorized")
+def error_answer(code, meaning, description, detail="required"):
+    """One error answer: its body is ``{"ok": false, "error": code}`` and, unless ``detail`` is None, the flat
+    ``detail`` (``"optional"``: not always sent); the body's component is named after the code (``not_found`` →
+    ``NotFoundBody``) and says what it ``means``, the answer its ``description``."""
+    fields = {"__doc__": meaning, "ok": Const(False), "error": Const(code)}
+    if detail is not None:
+        fields["detail"] = FlatMap(required=detail == "required", help_text=DETAIL_HELP)
+    body = type("".join(word.capitalize() for word in code.split("_")) + "Body", (serializers.Serializer,), fields)
+    return OpenApiResponse(body, description=description)
 
 
-class ForbiddenBody(serializers.Serializer):
-    """A valid token of the wrong scope, a token bound to other instance ids, or a
-    session of a user who is not staff (SPEC 10). Nothing was written."""
-
-    ok = Const(False)
-    error = Const("forbidden")
-
-
-class NotFoundBody(serializers.Serializer):
-    """Nothing known under that id."""
-
-    ok = Const(False)
-    error = Const("not_found")
-    detail = FlatMap(required=False, help_text=DETAIL_HELP)
-
-
-class MethodNotAllowedBody(serializers.Serializer):
-    """A method this path does not serve."""
-
-    ok = Const(False)
-    error = Const("method_not_allowed")
-    detail = FlatMap(help_text=DETAIL_HELP)
-
-
-class PayloadTooLargeBody(serializers.Serializer):
-    """A body over ``FLEETWATCH_MAX_BODY_BYTES`` (default 256 KiB). Nothing was written."""
-
-    ok = Const(False)
-    error = Const("payload_too_large")
-    detail = FlatMap(help_text=DETAIL_HELP)
-
-
-class UnsupportedMediaTypeBody(serializers.Serializer):
-    """A body that is not `application/json`. Nothing was written."""
-
-    ok = Const(False)
-    error = Const("unsupported_media_type")
-    detail = FlatMap(help_text=DETAIL_HELP)
-
-
-class RateLimitedBody(serializers.Serializer):
-    """Too many writes from one token for one instance id in a window (SPEC 10). Nothing was written."""
-
-    ok = Const(False)
-    error = Const("rate_limited")
-    detail = FlatMap(help_text=DETAIL_HELP)
-
-
-BAD_REQUEST = OpenApiResponse(
-    ValidationErrorBody,
-    description="Validation error: malformed JSON, a wrong type, an out-of-range value or query parameter, "
-                "text with NUL or unpaired surrogate characters, or JSON nested over 64 levels.",
+BAD_REQUEST = error_answer(
+    "validation_error", "Malformed JSON, a wrong type or an out-of-range value (SPEC 1). Nothing was written.",
+    "Validation error: malformed JSON, a wrong type, an out-of-range value or query parameter, "
+    "text with NUL or unpaired surrogate characters, or JSON nested over 64 levels.",
 )
-UNAUTHORIZED = OpenApiResponse(UnauthorizedBody, description="No valid token (with `WWW-Authenticate: Bearer`).")
-FORBIDDEN = OpenApiResponse(ForbiddenBody, description="Not allowed with these credentials.")
-NOT_FOUND = OpenApiResponse(NotFoundBody, description="Unknown id.")
-METHOD_NOT_ALLOWED = OpenApiResponse(
-    MethodNotAllowedBody,
-    description="Another method on this path (answered for any method the path does not serve, before "
-                "authentication; `Allow` lists the ones it does).",
+UNAUTHORIZED = error_answer(
+    "unauthorized", "No token, or a malformed, unknown or revoked one (SPEC 10). Nothing was written.",
+    "No valid token (with `WWW-Authenticate: Bearer`).", detail=None,
 )
-PAYLOAD_TOO_LARGE = OpenApiResponse(PayloadTooLargeBody, description="Body too large.")
-UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(UnsupportedMediaTypeBody, description="Not a JSON body.")
-RATE_LIMITED = OpenApiResponse(RateLimitedBody, description="Rate limited: retry after `Retry-After` seconds.")
+FORBIDDEN = error_answer("forbidden", """A valid token of the wrong scope, a token bound to other instance ids, or a
+    session of a user who is not staff (SPEC 10). Nothing was written.""",
+                         "Not allowed with these credentials.", detail=None)
+NOT_FOUND = error_answer("not_found", "Nothing known under that id.", "Unknown id.", detail="optional")
+METHOD_NOT_ALLOWED = error_answer(
+    "method_not_allowed", "A method this path does not serve.",
+    "Another method on this path (answered for any method the path does not serve, before "
+    "authentication; `Allow` lists the ones it does).",
+)
+PAYLOAD_TOO_LARGE = error_answer(
+    "payload_too_large", "A body over ``FLEETWATCH_MAX_BODY_BYTES`` (default 256 KiB). Nothing was written.",
+    "Body too large.",
+)
+UNSUPPORTED_MEDIA_TYPE = error_answer("unsupported_media_type",
+                                      "A body that is not `application/json`. Nothing was written.", "Not a JSON body.")
+RATE_LIMITED = error_answer(
+    "rate_limited", "Too many writes from one token for one instance id in a window (SPEC 10). Nothing was written.",
+    "Rate limited: retry after `Retry-After` seconds.",
+)
 
 ERROR_HEADERS = [
     OpenApiParameter(

@@ -4,7 +4,7 @@ the query parameters more than one endpoint takes."""
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
-from controlplane.api.schema.answers import Health
+from controlplane.api.schema.answers import Health, page_of
 from controlplane.api.schema.errors import (
     BAD_REQUEST,
     ERROR_HEADERS,
@@ -82,6 +82,14 @@ def entry_id(name, what, example):
         name, {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH, "pattern": r"\S"}, OpenApiParameter.QUERY,
         required=True, description=f"The {what}'s id.", examples=[OpenApiExample(what, value=example)],
     )
+
+
+def list_operation(operation_id, summary, entries, order, row, name, **kwargs):
+    """``read_operation`` of a list of entries (SPEC 3, 6): rows of ``row``, the component names after ``name``."""
+    return read_operation(operation_id, summary, (
+        f"Alive {entries} (with `include_dead`, also those past their TTL), {order}. Without `limit` and "
+        "`offset`: the bare array (compat); with either: a page object."
+    ), page_of(row, name), parameters=[include_dead(False), *PAGING], **kwargs)
 
 
 def entry_history_operation(operation_id, summary, description, answer, key, what, example, **kwargs):
