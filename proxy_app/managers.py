@@ -9,9 +9,9 @@ import logging
 
 from django.db import models
 
+from agent.capabilities import fingerprint
 from controlplane.endpoints.liveness import ChangeReason
 from controlplane.endpoints.managers import LivenessManager
-from proxy_app.capabilities import fingerprint
 
 log = logging.getLogger("fleetwatch.link")
 

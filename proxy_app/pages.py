@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from agent.capabilities import full_view
 from controlplane.endpoints import liveness
 from controlplane.figures import percent
 from controlplane.pages.charts import POOL_CHARTS, chart
@@ -23,7 +24,6 @@ from controlplane.pages.kit import EntryDashboard
 from controlplane.pages.lists import STATE, ListQuery, Sort
 from controlplane.series.pool_summary import pool_view
 from proxy_app import pool
-from proxy_app.capabilities import full_view
 from proxy_app.history import INSTANCES, POOL, latest_pool_resource
 from proxy_app.host_view import host_view
 from proxy_app.listing import instance_rows

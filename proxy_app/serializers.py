@@ -2,10 +2,10 @@
 
 from rest_framework import serializers
 
+from agent.capabilities import CapabilityError, full_view, parse_capabilities
 from controlplane.api.fields import StrictCharField
 from controlplane.api.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
-from proxy_app.capabilities import CapabilityError, full_view, parse_capabilities
 
 FINGERPRINT_LENGTH = len("sha256:") + 64
 

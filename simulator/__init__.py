@@ -1,8 +1,8 @@
 """The fleet simulator: synthetic GPU hosts reporting to a Proxy over its real HTTP API.
 
-No Django here: the simulator is a client of the Proxy like any agent (it
-uses the agent's snapshot and backoff, and the capability fingerprint of
-SPEC 3.2 from ``proxy_app.capabilities``, a pure module), and
+No Django here: the simulator is a client of the Proxy like any agent, and
+builds on the agent's parts (its snapshot, capacity hint, GPU health,
+backoff, and the capabilities and fingerprint of SPEC 3.2);
 ``manage.py simulate_fleet`` is only a Django door to its command line. The
 parts:
 

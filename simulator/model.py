@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from random import Random
 
 from agent import AGENT_VERSION
+from agent.capabilities import fingerprint, parse_capabilities
 from agent.capacity import AdmissionThresholds, capacity_hint
 from agent.snapshot import SCHEMA_VERSION
-from proxy_app.capabilities import fingerprint, parse_capabilities
 from simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"

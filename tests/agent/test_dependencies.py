@@ -14,6 +14,7 @@ PROBE = """
 import json, sys
 before = set(sys.modules)
 import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu, agent.sampler, agent.snapshot
+import agent.capabilities, agent.launch
 agent.gpu.GpuMonitor().open()  # loads pynvml the way the agent does
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
 """

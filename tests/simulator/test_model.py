@@ -8,10 +8,10 @@ import statistics
 
 import pytest
 
+from agent.capabilities import fingerprint, parse_capabilities
 from agent.gpu import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
-from proxy_app.capabilities import fingerprint, parse_capabilities
 from proxy_app.normalise import normalise_snapshot
 from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
 from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms

@@ -1,5 +1,10 @@
 """An instance's typed capabilities and their fingerprint (SPEC 3.2): pure functions.
 
+Both sides of the wire compute them alike: an instance (the simulated ones,
+the original's) sends its capabilities and their fingerprint, the Proxy
+validates, stores and compares them. Kept on the host side, beside the
+agent, so a client needs nothing of the control plane to compute them.
+
 The original CacheRoute Instance registers an ``InstanceCapability`` object
 (model, tokenizer, adapters, KV-cache layout, parallelism, runtime) and then
 heartbeats only its fingerprint; a Proxy that holds other capabilities (or
