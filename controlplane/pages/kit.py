@@ -53,17 +53,15 @@ STATUS_CHANGES_SHOWN = 50
 class EntryDashboard:
     """The list and entry pages of one control plane; see the module's docstring for what a subclass declares."""
 
-    name = ""
-    entry = ""
-    entries = ""
-    model = None
-    query = ListQuery
-    admission_field = ""
+    name = ""  # the list: its URL names, templates, navigation entry and filter form ("pool")
+    entry = ""  # one entry: its URL names, templates and name in their context ("instance")
+    entries = ""  # many entries: the URL segment before an id, the list's heading ("instances")
+    model = None  # a RegisteredEndpoint
+    query = ListQuery  # the list's filters and sorts
+    admission_field = ""  # the admission state the list filters on, through a relation ("resource__…")
     admission_label = "Admission"
-    list_charts = ()
-    list_series = None
-    entry_charts = ()
-    entry_series = None
+    list_charts, list_series = (), None  # the list's own series and its charts, if it has one
+    entry_charts, entry_series = (), None  # an entry's
 
     # --- what an app declares -------------------------------------------------------
 
