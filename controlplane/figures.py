@@ -31,22 +31,22 @@ MAX_QUANTITY = 1e15
 
 def finite(value, *, text=False, limit=math.inf):
     """``value`` as a finite float of magnitude at most ``limit``, or None (booleans, None, NaN, ±inf, other types)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, str):
+    kind = type(value)  # not isinstance: a bool is an int, and never a number here
+    if kind is str:
         if not text:
             return None
         try:
             value = float(value)  # float() strips white space; "n/a" is a ValueError, "nan" a NaN
         except ValueError:
             return None
-    elif not isinstance(value, (int, float)):
+    elif kind is int:
+        try:
+            value = float(value)
+        except OverflowError:  # an int past any float
+            return None
+    elif kind is not float:
         return None
-    try:
-        number = float(value)
-    except OverflowError:  # an int past any float
-        return None
-    return number if math.isfinite(number) and abs(number) <= limit else None
+    return value if math.isfinite(value) and abs(value) <= limit else None
 
 
 def whole(value, minimum=None, maximum=None):
