@@ -287,7 +287,7 @@ SEED_POOL = """
 import sys, time
 import django
 django.setup()
-from controlplane.admission import Admission
+from controlplane.endpoints.admission import Admission
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import normalise_snapshot
 from bench.common import realistic_snapshot

@@ -86,11 +86,11 @@ class Wsgi:
 def request_floor(args, wsgi):
     """Ingest against /healthz, and the parts of ingest alone."""
     import orjson
-    from django.db import transaction
     from django.conf import settings
+    from django.db import transaction
 
     from controlplane import clock
-    from controlplane.auth import verify_token
+    from controlplane.api.auth import verify_token
     from proxy_app.ingest import ingest_snapshot
     from proxy_app.normalise import normalise_snapshot
 
@@ -187,7 +187,7 @@ def full_list(args, wsgi):
     import orjson
 
     from controlplane import clock
-    from controlplane.queries import raw_rows
+    from controlplane.series.queries import raw_rows
     from proxy_app.listing import COLUMNS, _with_text_columns, instance_rows
     from proxy_app.models import Instance
 

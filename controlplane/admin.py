@@ -5,9 +5,9 @@ from django.contrib import admin, messages
 from django.db import IntegrityError
 
 from controlplane import clock
-from controlplane.admin_utils import MISSING, date_and_age
-from controlplane.models import ApiToken
-from controlplane.tokens import Scope
+from controlplane.api.tokens import ApiToken, Scope
+from controlplane.clock import date_and_age
+from controlplane.figures import MISSING
 
 
 class NewTokenForm(forms.ModelForm):

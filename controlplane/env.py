@@ -1,7 +1,9 @@
-"""Typed readers for environment variables.
+"""Typed readers for environment variables, and the boolean words of SPEC section 1.
 
-Only ``controlplane.settings`` calls these; everything else reads
-``django.conf.settings``.
+Only ``controlplane.settings`` reads the environment through these;
+everything else reads ``django.conf.settings``. ``parse_bool`` is also how
+the API reads a boolean query parameter (``controlplane.api.viewsets``), so a
+setting and a query take the same words.
 """
 
 import os

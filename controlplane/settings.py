@@ -8,12 +8,12 @@ from pathlib import Path
 
 from controlplane.env import (
     database_from_url,
-    secret_key_from_file,
     env_bool,
     env_float,
     env_int,
     env_list,
     env_str,
+    secret_key_from_file,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -97,8 +97,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "controlplane.metrics.RequestMetricsMiddleware",
-    "controlplane.middleware.BodySizeLimitMiddleware",
+    "controlplane.ops.metrics.RequestMetricsMiddleware",
+    "controlplane.api.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Cheap without a cookie, and what the deployment check looks for by name.
@@ -106,12 +106,12 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Below: for pages and the admin only; an API call without a session
-    # cookie passes them by (controlplane/middleware.py, "the API lane").
-    "controlplane.middleware.ApiLaneMiddleware",
-    "controlplane.middleware.WhiteNoiseMiddleware",
-    "controlplane.middleware.AuthenticationMiddleware",
-    "controlplane.middleware.MessageMiddleware",
-    "controlplane.middleware.HtmxMiddleware",
+    # cookie passes them by (controlplane/api/middleware.py, "the API lane").
+    "controlplane.api.middleware.ApiLaneMiddleware",
+    "controlplane.api.middleware.WhiteNoiseMiddleware",
+    "controlplane.api.middleware.AuthenticationMiddleware",
+    "controlplane.api.middleware.MessageMiddleware",
+    "controlplane.api.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -129,6 +129,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The dashboards' filters and tags, kept with the rest of the pages' parts.
+            "libraries": {"fleetwatch": "controlplane.pages.templatetags"},
         },
     },
 ]
@@ -160,9 +162,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
-    "DEFAULT_RENDERER_CLASSES": ["controlplane.renderers.ORJSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.StrictJSONParser"],
-    "EXCEPTION_HANDLER": "controlplane.errors.envelope_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["controlplane.api.renderers.ORJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.StrictJSONParser"],
+    "EXCEPTION_HANDLER": "controlplane.api.errors.envelope_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "COERCE_DECIMAL_TO_STRING": False,
@@ -199,7 +201,7 @@ if env_str("FLEETWATCH_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = env_str("FLEETWATCH_REDIS_URL")
 
-# The rate limiter's shared counters (controlplane/ratelimit.py): Redis when
+# The rate limiter's shared counters (controlplane/api/ratelimit.py): Redis when
 # configured, else files every web process of this host shares.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

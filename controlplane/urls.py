@@ -11,9 +11,10 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from controlplane.metrics import MetricsView
-from controlplane.roles import role_apps
-from controlplane.views import healthz, home
+from controlplane.api.views import healthz
+from controlplane.ops.metrics import MetricsView
+from controlplane.ops.roles import role_apps
+from controlplane.pages.layout import home
 
 urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(settings.FLEETWATCH_ROLES)]
 
@@ -28,5 +29,5 @@ urlpatterns += [
     path("admin/", admin.site.urls),
 ]
 
-handler404 = "controlplane.errors.not_found"
-handler500 = "controlplane.errors.server_error"
+handler404 = "controlplane.api.errors.not_found"
+handler500 = "controlplane.api.errors.server_error"

@@ -1,18 +1,10 @@
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 
-from controlplane.admin_utils import (
-    MISSING,
-    MinuteRollupAdmin,
-    ReadOnlyAdminMixin,
-    RegisteredEndpointAdmin,
-    SeriesPointAdmin,
-    StatusChangeAdmin,
-    ago,
-    date_and_age,
-    pct,
-    pretty_json,
-)
+from controlplane.clock import ago, date_and_age
+from controlplane.endpoints.admin import ReadOnlyAdminMixin, RegisteredEndpointAdmin, StatusChangeAdmin, pretty_json
+from controlplane.figures import MISSING, percent_text
+from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
 from proxy_app.models import (
     Instance,
     InstanceMinute,
@@ -43,12 +35,12 @@ class InstanceAdmin(RegisteredEndpointAdmin):
     @admin.display(description="CPU", ordering="resource__cpu_util")
     def cpu(self, obj):
         resource = obj.latest_resource
-        return pct(resource.cpu_util) if resource else MISSING
+        return percent_text(resource.cpu_util) if resource else MISSING
 
     @admin.display(description="GPU util", ordering="resource__gpu_util_avg")
     def gpu(self, obj):
         resource = obj.latest_resource
-        return pct(resource.gpu_util_avg) if resource else MISSING
+        return percent_text(resource.gpu_util_avg) if resource else MISSING
 
     @admin.display(description="admission", ordering="resource__admission_state")
     def admission(self, obj):

@@ -11,14 +11,13 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from agent.launch import DEFAULT_LISTEN
 from controlplane import clock
-from controlplane.local_tokens import LocalTokens
-from controlplane.pages import dashboard_page, render_page
-from controlplane.tokens import Scope
+from controlplane.pages.access import dashboard_page
+from controlplane.pages.layout import render_page
 from proxy_app import pool
-from proxy_app.local_agent import DEFAULT_PORT, AgentControlError, LocalAgent, probe
+from proxy_app.local_agent import AgentControlError, LocalAgent, agent_env, probe
 
-DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 AGENT_TOKEN_NAME = "dashboard-local-agent"
 
 
@@ -27,14 +26,6 @@ def this_server_url(request):
     if settings.FLEETWATCH_ADVERTISE_PORT:
         return pool.advertised_url()
     return f"{request.scheme}://{request.get_host()}"
-
-
-def agent_env():
-    """The started agent's token when auth is on: an ``instance`` token, issued once and reused
-    (the store ``manage.py up`` keeps its own processes' tokens in)."""
-    if not settings.FLEETWATCH_AUTH:
-        return {}
-    return {"FLEETWATCH_AGENT_TOKEN": LocalTokens().token(AGENT_TOKEN_NAME, Scope.INSTANCE)}
 
 
 def _status_context(control):
@@ -69,7 +60,8 @@ def agent_status(request):
 @require_POST
 def agent_start(request):
     try:
-        agent = LocalAgent.from_settings().start(request.POST.get("listen", ""), this_server_url(request), agent_env())
+        agent = LocalAgent.from_settings().start(request.POST.get("listen", ""), this_server_url(request),
+                                                 agent_env(AGENT_TOKEN_NAME))
     except AgentControlError as error:
         messages.error(request, f"Not started. {error}")
     else:

@@ -5,19 +5,13 @@ here touches the database or the clock, so every rule is tested with plain
 dicts.
 """
 
-from controlplane.admission import Admission
+from controlplane.endpoints.admission import Admission
+from controlplane.figures import ratio
 
 SCHEMA_VERSION = 1
 UNAVAILABLE = "unavailable"
 RESOURCE_SOURCE = "agent_resource_snapshot"
 LOAD_SOURCE = "instance_heartbeat"
-
-
-def ratio(numerator, denominator):
-    """numerator / denominator, or None when either is missing or the denominator is 0."""
-    if numerator is None or not denominator:
-        return None
-    return numerator / denominator
 
 
 def quality(present, expected):

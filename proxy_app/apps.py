@@ -1,29 +1,27 @@
 import logging
-import sys
 
-from django.apps import AppConfig
 from django.conf import settings
 
-from controlplane.supervisor import ProcessSpec
-from controlplane.tasks import PeriodicTask
+from controlplane.ops.roles import RoleConfig
+from controlplane.ops.supervisor import ProcessSpec
+from controlplane.ops.tasks import schedule_of
 
 log = logging.getLogger("fleetwatch.up")
 
 
-class ProxyAppConfig(AppConfig):
+class ProxyAppConfig(RoleConfig):
+    default = True  # Django's pick among the AppConfigs this module names (RoleConfig too)
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
     metrics_collector = "proxy_app.metrics.ProxyCollector"
-    periodic_tasks = (
-        PeriodicTask("proxy_app.tasks.sweep_instances", minutes=1),
-        PeriodicTask("proxy_app.tasks.delete_expired_instances", minutes=10),
-        PeriodicTask("proxy_app.tasks.rollup_instance_history", minutes=1),
-        PeriodicTask("proxy_app.tasks.prune_instance_history", minutes=1),
-    )
+    periodic_tasks = schedule_of("proxy_app.tasks", sweep_instances=1, delete_expired_instances=10,
+                                 rollup_instance_history=1, prune_instance_history=1)
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""
+        from agent.launch import DEFAULT_LISTEN
+        from proxy_app.local_agent import agent_argv, agent_env
         from proxy_app.pool import default_scheduler_url
 
         # The series writer: a second is finer than django-q2 schedules go.
@@ -39,9 +37,6 @@ class ProxyAppConfig(AppConfig):
         if up.start_agent:
             # A convenience: if it cannot run here (its port is taken, say),
             # the control plane keeps running without it.
-            processes.append(ProcessSpec(
-                "agent", [sys.executable, "-m", "agent", "--proxy-url", up.base_url, "--listen", up.agent_listen],
-                env={"FLEETWATCH_AGENT_TOKEN": up.token("up-local-agent", "instance") or ""},
-                essential=False,
-            ))
+            processes.append(ProcessSpec("agent", agent_argv(up.agent_listen or DEFAULT_LISTEN, up.base_url),
+                                         env=agent_env("up-local-agent"), essential=False))
         return processes

@@ -22,8 +22,8 @@ import time
 from django.db import close_old_connections, connection, transaction
 
 from controlplane import clock
-from controlplane.history import Series
-from controlplane.pool_summary import summary_columns
+from controlplane.series.history import Series
+from controlplane.series.pool_summary import summary_columns
 from proxy_app import pool
 from proxy_app.models import InstanceMinute, InstanceResource, InstanceSample, PoolResource, PoolResourceMinute
 

@@ -3,10 +3,12 @@
 The stored ``raw_resource`` is what the agent sent (SPEC 2.2), from any agent
 version, so every read is defensive like ``normalise``: a value that is not
 a finite number is None (shown as "–"), a list that is not a list is empty,
-and percentages are computed here once (used / total, None when either is
-unknown or the total is 0), so templates only format.
+and percentages are computed here once (``figures.percent``: used / total,
+None when either is unknown or the total is not positive), so templates
+only format.
 """
 
+from controlplane.figures import percent
 from proxy_app.normalise import integer, number, text
 
 MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
@@ -27,22 +29,17 @@ def _words(value):
     return [str(item) for item in value[:64] if isinstance(item, (str, int, float)) and str(item).strip()]
 
 
-def share(used, total):
-    """used / total × 100, or None when either is unknown or the total is not positive."""
-    if used is None or total is None or total <= 0:
-        return None
-    return used / total * 100
+def _read(section, read, *names):
+    """The members ``names`` of a snapshot's ``section``, each read with ``read`` (``number``, ``integer``)."""
+    return {name: read(section.get(name)) for name in names}
 
 
 def cpu_view(cpu):
     cores = cpu.get("per_core_pct")
     return {
         "util": number(cpu.get("utilization_pct")),
-        "load1": number(cpu.get("load1")),
-        "load5": number(cpu.get("load5")),
-        "load15": number(cpu.get("load15")),
-        "count_logical": integer(cpu.get("count_logical")),
-        "count_physical": integer(cpu.get("count_physical")),
+        **_read(cpu, number, "load1", "load5", "load15"),
+        **_read(cpu, integer, "count_logical", "count_physical"),
         "cores": [number(v) for v in cores[:MAX_ITEMS]] if isinstance(cores, list) else [],
     }
 
@@ -54,27 +51,24 @@ def memory_view(memory):
         "used_mb": used,
         "total_mb": total,
         "available_mb": number(memory.get("free_mb")),
-        "used_pct": share(used, total),
+        "used_pct": percent(used, total),
         "swap_used_mb": swap_used,
         "swap_total_mb": swap_total,
-        "swap_pct": share(swap_used, swap_total),
+        "swap_pct": percent(swap_used, swap_total),
     }
 
 
 def network_view(interface):
     return {
         "iface": text(interface.get("iface")),
-        "rx_mbps": number(interface.get("rx_mbps")),
-        "tx_mbps": number(interface.get("tx_mbps")),
-        "speed_mbps": number(interface.get("speed_mbps")),
-        "rx_bytes_total": number(interface.get("rx_bytes_total")),
-        "tx_bytes_total": number(interface.get("tx_bytes_total")),
+        **_read(interface, number, "rx_mbps", "tx_mbps", "speed_mbps", "rx_bytes_total", "tx_bytes_total"),
     }
 
 
 def disk_view(disk):
     used, total = number(disk.get("used_gb")), number(disk.get("total_gb"))
-    return {"mount": text(disk.get("mount"), 1024), "used_gb": used, "total_gb": total, "used_pct": share(used, total)}
+    return {"mount": text(disk.get("mount"), 1024), "used_gb": used, "total_gb": total,
+            "used_pct": percent(used, total)}
 
 
 def gpu_view(gpu):
@@ -96,11 +90,11 @@ def gpu_view(gpu):
         "error": text(gpu.get("utilization_error")),
         "memory_used_mb": memory_used,
         "memory_total_mb": memory_total,
-        "memory_pct": share(memory_used, memory_total),
+        "memory_pct": percent(memory_used, memory_total),
         "temperature_c": number(gpu.get("temperature_c")),
         "power_w": power,
         "power_limit_w": power_limit,
-        "power_pct": share(power, power_limit),
+        "power_pct": percent(power, power_limit),
         "sm_clock_mhz": number(gpu.get("sm_clock_mhz")),
         "mem_clock_mhz": number(gpu.get("mem_clock_mhz")),
         "ecc_uncorrected": integer(gpu.get("ecc_uncorrected_volatile")),

@@ -12,9 +12,9 @@ import enum
 import orjson
 from django.db import transaction
 
-from controlplane.liveness import ChangeReason
+from controlplane.endpoints.liveness import ChangeReason
 from proxy_app import ingest_sql
-from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
+from proxy_app.models import Instance
 from proxy_app.normalise import normalise_snapshot
 
 
@@ -34,9 +34,7 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
     # Encoded before the transaction: SQLite's write lock is held briefly.
     raw_json = orjson.dumps(columns["raw_resource"]).decode()
     if ingest_sql.one_statement_supported():
-        touched, stored = ingest_sql.touch_and_store(
-            Instance, InstanceResource, InstanceSnapshot, instance_id, columns, raw_json, now
-        )
+        touched, stored = ingest_sql.touch_and_store(instance_id, columns, raw_json, now)
         if touched:
             return _result(stored)
         contact = Instance.objects.revive  # the contact UPDATE already found it not alive
@@ -45,5 +43,5 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
     with transaction.atomic():
         if not contact(instance_id, now, ChangeReason.SNAPSHOT):
             return IngestResult.UNKNOWN
-        stored = ingest_sql.store_latest(InstanceResource, InstanceSnapshot, instance_id, columns, raw_json)
+        stored = ingest_sql.store_latest(instance_id, columns, raw_json)
     return _result(stored)

@@ -1,16 +1,17 @@
-"""The SQL of the snapshot hot path, built once per table and database vendor.
+"""The SQL of the snapshot hot path, built once per database vendor.
 
-``proxy_app.ingest`` is the only caller; it passes the models in. Each
-statement is cached, and the values are the plain numbers and strings that
-``normalise_snapshot`` returns, so no ORM query building runs per snapshot.
-The contact UPDATE is the one every touch uses (``touch_alive_sql``).
+``proxy_app.ingest`` is the only caller. Each statement is cached, and the
+values are the plain numbers and strings that ``normalise_snapshot``
+returns, so no ORM query building runs per snapshot. The contact UPDATE is
+the one every touch uses (``touch_alive_sql``).
 """
 
 import functools
 
 from django.db import connection
 
-from controlplane.managers import touch_alive_params, touch_alive_sql
+from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import RESOURCE_FIELDS
 
 # Columns of the latest-resource upsert, in statement order.
@@ -23,15 +24,15 @@ def _quoted(names):
     return ", ".join(connection.ops.quote_name(name) for name in names)
 
 
-@functools.lru_cache(maxsize=8)
-def _on_conflict(table_name):
+@functools.lru_cache(maxsize=4)
+def _on_conflict(vendor):
     """The upsert's conflict clause: replace the stored resource unless the report is a late one.
 
     A lower ``report_seq`` than the stored one is late, unless its wall time
     is newer (the agent restarted and its sequence began again).
     """
     quote = connection.ops.quote_name
-    table = quote(table_name)
+    table = quote(InstanceResource._meta.db_table)
     updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in UPSERT_COLUMNS[1:])
     seq, wall = quote("report_seq"), quote("resource_report_wall_time_ms")
     return (
@@ -41,12 +42,12 @@ def _on_conflict(table_name):
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _upsert_sql(table_name):
+@functools.lru_cache(maxsize=4)
+def _upsert_sql(vendor):
     placeholders = ", ".join("%s" for _ in UPSERT_COLUMNS)
     return (
-        f"INSERT INTO {connection.ops.quote_name(table_name)} ({_quoted(UPSERT_COLUMNS)}) "
-        f"VALUES ({placeholders}) {_on_conflict(table_name)}"
+        f"INSERT INTO {connection.ops.quote_name(InstanceResource._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
+        f"VALUES ({placeholders}) {_on_conflict(vendor)}"
     )
 
 
@@ -57,12 +58,12 @@ def _snapshot_on_conflict():
     return f"ON CONFLICT ({quote('instance_id')}) DO UPDATE SET {raw} = excluded.{raw}"
 
 
-@functools.lru_cache(maxsize=8)
-def _snapshot_sql(table_name):
+@functools.lru_cache(maxsize=4)
+def _snapshot_sql(vendor):
     """The snapshot as sent, written only when its resource was (never for a late report)."""
     return (
-        f"INSERT INTO {connection.ops.quote_name(table_name)} ({_quoted(SNAPSHOT_COLUMNS)}) VALUES (%s, %s) "
-        f"{_snapshot_on_conflict()}"
+        f"INSERT INTO {connection.ops.quote_name(InstanceSnapshot._meta.db_table)} ({_quoted(SNAPSHOT_COLUMNS)}) "
+        f"VALUES (%s, %s) {_snapshot_on_conflict()}"
     )
 
 
@@ -73,14 +74,14 @@ def _upsert_values(columns):
     return [values[name] for name in UPSERT_COLUMNS[1:]]
 
 
-def store_latest(resource_model, snapshot_model, instance_id, columns, raw_json):
+def store_latest(instance_id, columns, raw_json):
     """Upsert an instance's latest resource, then its snapshot as sent (``raw_json``, text:
     orjson takes a tenth of the standard encoder's time); False when skipped as late."""
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(resource_model._meta.db_table), [instance_id, *_upsert_values(columns)])
+        cursor.execute(_upsert_sql(connection.vendor), [instance_id, *_upsert_values(columns)])
         if cursor.rowcount != 1:
             return False
-        cursor.execute(_snapshot_sql(snapshot_model._meta.db_table), [instance_id, raw_json])
+        cursor.execute(_snapshot_sql(connection.vendor), [instance_id, raw_json])
     return True
 
 
@@ -90,33 +91,33 @@ def one_statement_supported():
 
 
 @functools.lru_cache(maxsize=4)
-def _touch_and_store_sql(instance_model, resource_model, snapshot_model):
+def _touch_and_store_sql(vendor):
     """PostgreSQL: touch an alive instance, upsert its resource and its snapshot in one round trip.
 
     Saves BEGIN, COMMIT and statements' round trips on the hot path; the
     statement is atomic by itself. Answers (touched, stored) counts.
     """
     quote = connection.ops.quote_name
-    types = {field.column: field.db_type(connection) for field in resource_model._meta.concrete_fields}
+    types = {field.column: field.db_type(connection) for field in InstanceResource._meta.concrete_fields}
     selected = ", ".join(
         "touched.instance_id" if name == "instance_id" else f"%s::{types[name]}" for name in UPSERT_COLUMNS
     )
-    touch = touch_alive_sql(instance_model._meta.db_table, instance_model._meta.pk.column)
+    touch = touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column)
     return (
-        f"WITH touched AS ({touch} RETURNING {quote(instance_model._meta.pk.column)} AS instance_id), "
-        f"stored AS (INSERT INTO {quote(resource_model._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
-        f"SELECT {selected} FROM touched {_on_conflict(resource_model._meta.db_table)} "
+        f"WITH touched AS ({touch} RETURNING {quote(Instance._meta.pk.column)} AS instance_id), "
+        f"stored AS (INSERT INTO {quote(InstanceResource._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
+        f"SELECT {selected} FROM touched {_on_conflict(vendor)} "
         f"RETURNING {quote('instance_id')} AS instance_id), "
-        f"raw AS (INSERT INTO {quote(snapshot_model._meta.db_table)} ({_quoted(SNAPSHOT_COLUMNS)}) "
+        f"raw AS (INSERT INTO {quote(InstanceSnapshot._meta.db_table)} ({_quoted(SNAPSHOT_COLUMNS)}) "
         f"SELECT stored.instance_id, %s::text FROM stored {_snapshot_on_conflict()}) "
         f"SELECT (SELECT count(*) FROM touched), (SELECT count(*) FROM stored)"
     )
 
 
-def touch_and_store(instance_model, resource_model, snapshot_model, instance_id, columns, raw_json, now):
+def touch_and_store(instance_id, columns, raw_json, now):
     """(touched, stored) for an instance stored as alive; (0, 0) sends the caller the slow way."""
-    params = [*touch_alive_params(instance_model, instance_id, now, {}), *_upsert_values(columns), raw_json]
+    params = [*touch_alive_params(Instance, instance_id, now, {}), *_upsert_values(columns), raw_json]
     with connection.cursor() as cursor:
-        cursor.execute(_touch_and_store_sql(instance_model, resource_model, snapshot_model), params)
+        cursor.execute(_touch_and_store_sql(connection.vendor), params)
         touched, stored = cursor.fetchone()
     return touched, stored

@@ -10,9 +10,10 @@ Steps, one per loop turn (``ProxyLink.step``):
 3. A 404 means the scheduler forgot us (restart, wiped database): register
    again at once, without waiting.
 4. A connection error, timeout or 5xx: wait with exponential backoff and
-   jitter, capped at the heartbeat interval so that a scheduler that comes
-   back sees this proxy again within one interval. The proxy's own API is
-   another process and keeps serving meanwhile.
+   jitter (the agent's ``Backoff``, from 0.5 s), capped at the heartbeat
+   interval so that a scheduler that comes back sees this proxy again within
+   one interval. The proxy's own API is another process and keeps serving
+   meanwhile.
 5. Every outcome is written to ``SchedulerLinkState`` for ``/debug/status``.
 6. On shutdown: unregister, best effort.
 """
@@ -24,24 +25,18 @@ import requests
 from django.conf import settings
 from django.db import close_old_connections
 
+from agent.reporter import Backoff
 from controlplane import clock
 from proxy_app import pool
 from proxy_app.models import SchedulerLinkState
 
 log = logging.getLogger("fleetwatch.link")
 
-BACKOFF_START_S = 0.5
 REQUEST_TIMEOUT_S = 5.0
 
 
 class SchedulerUnavailable(Exception):
     """The scheduler could not be reached or answered with a server error."""
-
-
-def backoff_delay(failures, cap_s, rand=random.random):
-    """Exponential backoff with jitter: half fixed, half random, capped."""
-    ceiling = min(cap_s, BACKOFF_START_S * 2 ** max(0, failures - 1))
-    return ceiling / 2 + rand() * ceiling / 2
 
 
 class ProxyLink:
@@ -50,14 +45,18 @@ class ProxyLink:
         self.session = session or requests.Session()
         if settings.FLEETWATCH_SCHEDULER_TOKEN:
             self.session.headers["Authorization"] = f"Bearer {settings.FLEETWATCH_SCHEDULER_TOKEN}"
-        self.rand = rand
         self.timeout = timeout
         self.proxy_id = pool.proxy_id()
         self.registered = False
         # Until a register answer says otherwise; it also caps the backoff.
         self.interval = float(settings.FLEETWATCH_PROXY_HEARTBEAT_S)
-        self.failures = 0
+        self.backoff = Backoff(rand=rand)
         self.sent_meta = None
+
+    @property
+    def failures(self):
+        """Failed turns since the last success."""
+        return self.backoff.failures
 
     # --- what is sent -------------------------------------------------------
 
@@ -169,15 +168,17 @@ class ProxyLink:
     def succeeded(self, action):
         if self.failures:
             log.info("scheduler link: %s ok after %d failures", action, self.failures)
-        self.failures = 0
+        self.backoff.reset()
         self.record(action, ok=True)
 
     def failed(self, action, error):
-        self.failures += 1
+        """Record a failed turn; returns the wait before the next, capped at the heartbeat interval."""
+        self.backoff.cap_s = self.interval
+        delay = self.backoff.next_delay()
         if self.failures == 1:
             log.warning("scheduler link: %s failed: %s", action, error)
         self.record(action, error=error)
-        return backoff_delay(self.failures, cap_s=self.interval, rand=self.rand)
+        return delay
 
     def record(self, action, ok=False, error=""):
         now = clock.now()

@@ -11,9 +11,9 @@ are parsed: list rows show them with every field present (SPEC 3.2).
 
 import orjson
 
-from controlplane import liveness
-from controlplane.queries import as_text, raw_rows
-from proxy_app.capabilities import full_view
+from agent.capabilities import full_view
+from controlplane.endpoints import liveness
+from controlplane.series.queries import as_text, raw_rows
 from proxy_app.models import Instance
 from proxy_app.normalise import RESOURCE_FIELDS
 

@@ -1,7 +1,11 @@
-"""The agent on the control-plane host, started and stopped from ``/agent/``.
+"""The agent on the control-plane host: the one way it is launched, and its control from ``/agent/``.
 
-The original desktop app's semantics: it starts an agent, shows whether it
-runs, and stops only an agent it started itself. Steps:
+``manage.py up`` (``ProxyAppConfig.up_processes``) and the ``/agent/`` page
+both launch it with ``agent_argv`` and ``agent_env``: the agent's own
+command line (``agent.launch``) and an instance token issued once under a
+name of its own and reused. ``up`` then supervises it with the rest; the
+page keeps the original desktop app's semantics: it starts an agent, shows
+whether it runs, and stops only an agent it started itself. Steps:
 
 1. **Start**: refuse while an agent started here still runs, or when the
    listen address is taken (a bind test; an agent already answering there is
@@ -26,9 +30,9 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
+from argparse import ArgumentTypeError
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,10 +41,14 @@ import psutil
 import requests
 from django.conf import settings
 
+from agent.config import parse_listen as read_listen
+from agent.launch import DEFAULT_HOST, DEFAULT_LISTEN, DEFAULT_PORT, TOKEN_VARIABLE, command_line
+from controlplane.api.tokens import Scope
+from controlplane.ops.local_tokens import LocalTokens
+
 STATE_FILE = "local-agent.json"
 LOG_FILE = "local-agent.log"
 LOCK_FILE = "local-agent.lock"
-DEFAULT_PORT = 9201  # the agent's own default (SPEC 2.1)
 SUGGESTED_PORTS = range(DEFAULT_PORT, DEFAULT_PORT + 20)
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -85,15 +93,16 @@ class AgentStatus:
 
 
 def parse_listen(text):
-    """``HOST:PORT`` (``[::1]:9201`` for IPv6) as ``(host, port)``; AgentControlError when malformed."""
+    """``HOST:PORT`` (``[::1]:9201`` for IPv6) as ``(host, port)``, read as the agent reads its ``--listen``;
+    AgentControlError when malformed, and for port 0 (the agent would pick a port this page cannot probe)."""
     text = (text or "").strip()
-    host, sep, port_text = text.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port_text.isdigit() or any(c.isspace() for c in host):
-        raise AgentControlError(f"“{text}” is not an address: write HOST:PORT, e.g. 127.0.0.1:{DEFAULT_PORT}.")
-    port = int(port_text)
-    if not 1 <= port <= 65535:
-        raise AgentControlError(f"Port {port} is out of range (1–65535).")
+    try:
+        host, port = read_listen(text)
+    except ArgumentTypeError:
+        host, port = "", 0
+    if not port or any(c.isspace() for c in host):
+        raise AgentControlError(f"“{text}” is not an address: write HOST:PORT with a port from 1 to 65535, "
+                                f"e.g. {DEFAULT_LISTEN}.")
     return host, port
 
 
@@ -129,7 +138,16 @@ def probe(listen, timeout_s=PROBE_TIMEOUT_S):
 
 
 def agent_argv(listen, proxy_url):
-    return [sys.executable, "-m", "agent", "--proxy-url", proxy_url, "--listen", listen]
+    """The local agent's command line: the agent's own, reporting to this Proxy at ``proxy_url``."""
+    return command_line(proxy_url, listen)
+
+
+def agent_env(token_name):
+    """The local agent's environment: with auth on, an ``instance`` token issued once under ``token_name`` and
+    reused (kept with ``up``'s own in ``var/up-tokens.json``), in the variable the agent reads; else nothing."""
+    if not settings.FLEETWATCH_AUTH:
+        return {}
+    return {TOKEN_VARIABLE: LocalTokens().token(token_name, Scope.INSTANCE)}
 
 
 class LocalAgent:
@@ -219,9 +237,9 @@ class LocalAgent:
     def suggested_listen(self):
         """The first free address from the agent's default port up: what the start form offers."""
         for port in SUGGESTED_PORTS:
-            if port_is_free("127.0.0.1", port):
-                return f"127.0.0.1:{port}"
-        return f"127.0.0.1:{DEFAULT_PORT}"
+            if port_is_free(DEFAULT_HOST, port):
+                return f"{DEFAULT_HOST}:{port}"
+        return DEFAULT_LISTEN
 
     def start(self, listen, proxy_url, env=None):
         """Start an agent listening on ``listen`` that reports to ``proxy_url``; returns its record.

@@ -9,9 +9,9 @@ import logging
 
 from django.db import models
 
-from controlplane.liveness import ChangeReason
-from controlplane.managers import LivenessManager
-from proxy_app.capabilities import fingerprint
+from agent.capabilities import fingerprint
+from controlplane.endpoints.liveness import ChangeReason
+from controlplane.endpoints.managers import LivenessManager
 
 log = logging.getLogger("fleetwatch.link")
 

@@ -13,7 +13,8 @@ from django.db.models.functions import Cast
 from prometheus_client.core import GaugeMetricFamily
 
 from controlplane import clock
-from controlplane.liveness import Status
+from controlplane.endpoints.liveness import Status
+from controlplane.figures import finite, ratio
 from proxy_app.history import latest_pool_resource
 from proxy_app.models import Instance, InstanceResource
 from proxy_app.pool import pool_resource
@@ -24,10 +25,6 @@ POOL_STATES = ("alive", "with_resource", "accepting", "degraded", "rejecting")
 
 def _gauge(name, documentation, labels=()):
     return GaugeMetricFamily(name, documentation, labels=list(labels))
-
-
-def _ratio(percent):
-    return None if percent is None else percent / 100.0
 
 
 class ProxyCollector:
@@ -65,19 +62,11 @@ class ProxyCollector:
                 .values_list("instance_id", "cpu_util", "memory_used_mb", "memory_total_mb", "raw"))
         for instance_id, cpu_util, used_mb, total_mb, raw in rows.iterator(chunk_size=500):
             labels = [instance_id]
-            if cpu_util is not None:
-                cpu.add_metric(labels, cpu_util / 100.0)
-            if used_mb is not None:
-                used.add_metric(labels, used_mb * MIB)
-            if total_mb is not None:
-                total.add_metric(labels, total_mb * MIB)
+            _add(labels, (cpu, ratio(cpu_util, 100)), (used, _bytes(used_mb)), (total, _bytes(total_mb)))
             for index, gpu in _gpus(raw):
-                gpu_labels = [instance_id, index]
-                for family, value in ((gpu_util, _ratio(_number(gpu.get("utilization_pct")))),
-                                      (gpu_used, _mib(_number(gpu.get("memory_used_mb")))),
-                                      (gpu_temp, _number(gpu.get("temperature_c")))):
-                    if value is not None:
-                        family.add_metric(gpu_labels, value)
+                _add([instance_id, index], (gpu_util, ratio(finite(gpu.get("utilization_pct")), 100)),
+                     (gpu_used, _bytes(finite(gpu.get("memory_used_mb")))),
+                     (gpu_temp, finite(gpu.get("temperature_c"))))
         yield from (cpu, used, total, gpu_util, gpu_used, gpu_temp)
 
     def _pool(self, now):
@@ -104,11 +93,12 @@ def _gpus(raw):
             yield str(gpu["index"]), gpu
 
 
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+def _add(labels, *samples):
+    """Add each ``(family, value)`` sample under ``labels``; an unknown value is no sample, never 0."""
+    for family, value in samples:
+        if value is not None:
+            family.add_metric(labels, value)
 
 
-def _mib(value):
-    return None if value is None else value * MIB
+def _bytes(mib):
+    return None if mib is None else mib * MIB

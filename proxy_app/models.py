@@ -2,17 +2,16 @@
 
 from django.db import models
 
-from controlplane import liveness
-from controlplane.admission import Admission
-from controlplane.models import (
-    NAME_LENGTH,
-    JSONTextField,
+from controlplane.endpoints import liveness
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.models import NAME_LENGTH, JSONTextField, RegisteredEndpoint, StatusChangeBase
+from controlplane.series.models import (
     MinuteRollup,
     PoolMinuteRollup,
     PoolSeriesPoint,
-    RegisteredEndpoint,
-    StatusChangeBase,
-    minute_figures,
+    admission_column,
+    figure,
+    figure_rollup,
 )
 from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
@@ -188,14 +187,14 @@ class InstanceSample(models.Model):
 
     instance_id = models.CharField(max_length=NAME_LENGTH)
     t = models.FloatField(db_index=True, help_text="Epoch seconds: when the Proxy received the snapshot.")
-    cpu_util = models.FloatField(null=True, blank=True)
-    memory_used_ratio = models.FloatField(null=True, blank=True)
-    gpu_util_avg = models.FloatField(null=True, blank=True)
-    gpu_util_max = models.FloatField(null=True, blank=True)
-    gpu_mem_used_ratio = models.FloatField(null=True, blank=True)
-    network_rx_mbps = models.FloatField(null=True, blank=True)
-    network_tx_mbps = models.FloatField(null=True, blank=True)
-    admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+    cpu_util = figure()
+    memory_used_ratio = figure()
+    gpu_util_avg = figure()
+    gpu_util_max = figure()
+    gpu_mem_used_ratio = figure()
+    network_rx_mbps = figure()
+    network_tx_mbps = figure()
+    admission_state = admission_column()
 
     FIGURES = ("cpu_util", "memory_used_ratio", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_ratio",
                "network_rx_mbps", "network_tx_mbps")
@@ -210,8 +209,14 @@ class InstanceMinute(MinuteRollup):
     """One minute of one instance: min/avg/max of each figure, the worst admission state."""
 
     instance_id = models.CharField(max_length=NAME_LENGTH)
-    locals().update(minute_figures(InstanceSample.FIGURES))
-    admission_state = models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+    cpu_util_min, cpu_util_avg, cpu_util_max = figure_rollup()
+    memory_used_ratio_min, memory_used_ratio_avg, memory_used_ratio_max = figure_rollup()
+    gpu_util_avg_min, gpu_util_avg_avg, gpu_util_avg_max = figure_rollup()
+    gpu_util_max_min, gpu_util_max_avg, gpu_util_max_max = figure_rollup()
+    gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
+    network_rx_mbps_min, network_rx_mbps_avg, network_rx_mbps_max = figure_rollup()
+    network_tx_mbps_min, network_tx_mbps_avg, network_tx_mbps_max = figure_rollup()
+    admission_state = admission_column()
 
     FIGURES = InstanceSample.FIGURES
     ADMISSION = InstanceSample.ADMISSION

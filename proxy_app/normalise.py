@@ -5,40 +5,23 @@ versions, so every read is defensive: a value that is not a finite number is
 null, never 0, and a malformed part never rejects the report.
 """
 
-# Text that agents (and nvidia-smi based reporters) use for "no value".
-NULL_WORDS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "nan", "inf", "-inf", "+inf",
-              "infinity", "-infinity", "+infinity"}
+from controlplane.figures import MAX_DB_INT, MAX_QUANTITY, finite
+
 INVALID_GPU_QUALITIES = {"invalid", "failed", "error", "command_error", "parse_error", "unsupported"}
 # Per-GPU utilisation keys, in order of preference (window average first).
 GPU_AVG_KEYS = ("utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util")
 GPU_QUALITY_KEYS = ("utilization_sample_quality", "sample_quality", "quality")
-MAX_DB_INT = 2**63 - 1
-# No measured quantity in a snapshot (%, MiB, Mbit/s, ms) comes near this;
-# a larger value is garbage, and summing such values over a pool could
-# overflow to infinity, which neither the databases nor JSON can hold.
-MAX_MAGNITUDE = 1e15
 
 
 def number(value):
-    """A finite float from a JSON value, or None (strict numbers of SPEC 3.1)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        try:
-            result = float(value)
-        except OverflowError:
-            return None
-        return result if abs(result) <= MAX_MAGNITUDE else None
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() in NULL_WORDS:
-            return None
-        try:
-            result = float(text)
-        except ValueError:
-            return None
-        return result if abs(result) <= MAX_MAGNITUDE else None
-    return None
+    """A finite float from a JSON value, or None (strict numbers of SPEC 3.1).
+
+    Numeric text counts ("12.5"; agents and nvidia-smi based reporters write
+    "N/A", "[Not Supported]", "nan" for no value: None), and a magnitude past
+    ``MAX_QUANTITY`` is garbage: summed over a pool it could overflow to
+    infinity, which neither the databases nor JSON can hold.
+    """
+    return finite(value, text=True, limit=MAX_QUANTITY)
 
 
 def integer(value):

@@ -1,30 +1,36 @@
-"""The Proxy's dashboards (SPEC 8): ``/pool/`` and ``/pool/instances/<id>/``, with the fragments they poll.
+"""The Proxy's dashboards (SPEC 8): ``/pool/`` and ``/pool/instances/<id>/``, declared on the kit.
 
-Each view reads its parameters, calls one function of ``proxy_app.dashboard``
-and renders; fragments re-render one region of a page for htmx.
+``controlplane.pages.kit`` serves the pages, their fragments and their URLs;
+what is the pool's own is here:
+
+- ``overview``: the pool summary (the recorder's newest row when it is
+  fresh, else computed), instances per status, the scheduler link: 3
+  queries with the recorder's row, 5 without, whatever the pool's size.
+- ``rows``: one page of instances with their resource columns (the kit's
+  COUNT and page query: 10,000 instances cost what 10 do).
+- ``detail``: one instance with its latest snapshot taken apart for
+  display, its status changes and its list row: 3 queries.
 """
 
-from django.http import JsonResponse
-from django.urls import reverse
-from django_htmx.http import push_url
+from dataclasses import dataclass, replace
 
-from controlplane import clock
-from controlplane.history import RANGES
-from controlplane.pages import (
-    PER_PAGE_CHOICES,
-    POOL_CHARTS,
-    chart,
-    dashboard_page,
-    id_url,
-    not_found_page,
-    pager_context,
-    range_choice,
-    render_page,
-)
-from proxy_app import dashboard
-from proxy_app.dashboard import PoolQuery
+import orjson
 
-FILTER_FORM_ID = "pool-filters"
+from agent.capabilities import full_view
+from controlplane.endpoints import liveness
+from controlplane.figures import percent
+from controlplane.pages.charts import POOL_CHARTS, chart
+from controlplane.pages.kit import EntryDashboard
+from controlplane.pages.lists import STATE, ListQuery, Sort
+from controlplane.series.pool_summary import pool_view
+from proxy_app import pool
+from proxy_app.history import INSTANCES, POOL, latest_pool_resource
+from proxy_app.host_view import host_view
+from proxy_app.listing import instance_rows
+from proxy_app.models import Instance, SchedulerLinkState
+
+# The recorder writes a summary every second; an older one means it is not running.
+SUMMARY_MAX_AGE_S = 3.0
 
 INSTANCE_CHARTS = (
     chart("CPU", "%", [("cpu_util", "CPU")], 100),
@@ -35,99 +41,129 @@ INSTANCE_CHARTS = (
 )
 
 
-def _rows_context(query, now):
-    rows, page = dashboard.pool_rows(query, now)
-    instance_url = id_url("pool-instance")
-    for row in rows:
-        row["url"] = instance_url(row["instance_id"])
-    return {
-        "rows": rows,
-        "query": query,
-        "now": now,
-        "pager": pager_context(query, page, reverse("pool"), reverse("pool-rows"), "#pool-rows"),
-        "rows_url": reverse("pool-rows") + query.urlencode(),
+@dataclass(frozen=True)
+class PoolQuery(ListQuery):
+    """``/pool/``'s filters: status, admission, with resources only, search; sort; page; view."""
+
+    reporting: bool = False
+    view: str = "table"
+
+    SORTS = {
+        "state": STATE,
+        "age": Sort("last seen", "last_seen_at", high_first=True),
+        "cpu": Sort("CPU", "resource__cpu_util", high_first=True),
+        # Least free first: the fullest hosts on top.
+        "memory": Sort("memory", "resource__memory_free_ratio"),
+        "gpu": Sort("GPU", "resource__gpu_util_avg", high_first=True),
+        "reported": Sort("report time", "resource__resource_reported_at", high_first=True),
+        "id": Sort("id", "instance_id"),
     }
+    VIEWS = ("table", "cards")
+
+    def cleaned(self):
+        query = super().cleaned()
+        return query if query.view in self.VIEWS else replace(query, view="table")
 
 
-@dashboard_page
-def pool_page(request):
-    now = clock.now()
-    query = PoolQuery.from_query(request.GET)
-    chart_range = range_choice(request.GET)
-    return render_page(request, "pool/page.html", {
-        "nav": "pool",
-        "now": now,
-        "overview": dashboard.pool_overview(now),
-        **_rows_context(query, now),
-        "statuses": PoolQuery.STATUSES,
-        "admissions": PoolQuery.ADMISSIONS,
-        "sorts": PoolQuery.SORTS,
-        "per_page_choices": PER_PAGE_CHOICES,
-        "charts": POOL_CHARTS,
-        "ranges": list(RANGES),
-        "range": chart_range,
-        "series_url": reverse("pool-series"),
-    })
+class PoolPages(EntryDashboard):
+    name, entry, entries = "pool", "instance", "instances"
+    model = Instance
+    query = PoolQuery
+    admission_field = "resource__admission_state"
+    list_charts, list_series = POOL_CHARTS, POOL
+    entry_charts, entry_series = INSTANCE_CHARTS, INSTANCES
+
+    def entries_queryset(self):
+        # The large columns stay in the database.
+        return Instance.objects.select_related("resource").defer("meta", "endpoints", "tags", "capabilities")
+
+    def narrow(self, entries, query):
+        if query.reporting:
+            return entries.filter(resource__has_raw_resource=True, resource__resource_reported_at__isnull=False)
+        return entries
+
+    def overview(self, now):
+        """The summary cards' values: pool_resource, status counts, the scheduler link."""
+        row = latest_pool_resource(SUMMARY_MAX_AGE_S)
+        summary = row.summary if row is not None else pool.pool_resource(now)
+        proxy_id = pool.proxy_id()
+        return {
+            "proxy_id": proxy_id,
+            "summary": summary,
+            "pool": pool_view(summary, summary.get("generated_at"), now),
+            "generated_at": summary.get("generated_at"),
+            "counts": self.status_counts(now),
+            "link": SchedulerLinkState.objects.status_of(proxy_id),
+            "ttl_s": Instance.ttl_s(),
+        }
+
+    def rows(self, entries, now):
+        return [self.summary(instance, now) for instance in entries]
+
+    def resource_is_stale(self, reported_at, now):
+        """A snapshot older than an instance's alive window is drawn as stale data."""
+        return reported_at is None or now - reported_at > liveness.alive_window(*self.timing())
+
+    def summary(self, instance, now):
+        """One instance as a pool row or card: status, ages and the resource columns."""
+        resource = instance.latest_resource
+        row = {
+            "instance_id": instance.instance_id,
+            "address": instance.address,
+            "status": instance.status_now(now).value,
+            "last_seen_at": instance.last_seen_at,
+            "inflight": instance.inflight,
+            "qps_1m": instance.qps_1m,
+            "has_resource": False,
+            "resource_stale": True,
+            "admission": None, "cpu": None, "memory_used_mb": None, "memory_total_mb": None, "memory_pct": None,
+            "gpu_count": None, "gpu_util": None, "gpu_util_max": None, "gpu_mem_pct": None,
+            "rx_mbps": None, "tx_mbps": None, "reported_at": None,
+        }
+        if resource is not None and resource.has_raw_resource:
+            row.update({
+                "has_resource": True,
+                "resource_stale": self.resource_is_stale(resource.resource_reported_at, now),
+                "admission": resource.admission_state,
+                "cpu": resource.cpu_util,
+                "memory_used_mb": resource.memory_used_mb,
+                "memory_total_mb": resource.memory_total_mb,
+                "memory_pct": percent(resource.memory_used_mb, resource.memory_total_mb),
+                "gpu_count": resource.gpu_count,
+                "gpu_util": resource.gpu_util_avg,
+                "gpu_util_max": resource.gpu_util_max,
+                "gpu_mem_pct": percent(resource.gpu_mem_used_mb, resource.gpu_mem_total_mb),
+                "rx_mbps": resource.network_rx_mbps,
+                "tx_mbps": resource.network_tx_mbps,
+                "reported_at": resource.resource_reported_at,
+            })
+        return row
+
+    def detail(self, entry_id, now):
+        instance = Instance.objects.select_related("resource", "snapshot").filter(pk=entry_id).first()
+        if instance is None:
+            return None
+        resource = instance.latest_resource
+        return {
+            **self.summary(instance, now),
+            "registered_at": instance.registered_at,
+            "meta": instance.meta or {},
+            "tags": instance.tags or [],
+            "endpoints": instance.endpoints or [],
+            "weight": instance.weight,
+            "gpu_util_heartbeat": instance.gpu_util,
+            "host": host_view(instance.raw_resource),
+            "report_seq": resource.report_seq if resource else None,
+            "gpu_sample_age_ms": resource.gpu_sample_age_ms if resource else None,
+            "gpu_sample_coverage": resource.gpu_sample_coverage if resource else None,
+            "gpu_sample_count_min": resource.gpu_sample_count_min if resource else None,
+            "capabilities": full_view(instance.capabilities),
+            "capability_fingerprint": instance.capability_fingerprint,
+            "ttl_s": Instance.ttl_s(),
+            "changes": self.status_changes(entry_id),
+            # Exactly the instance's /v1/instance/list row, as plain values for the JSON block.
+            "row": orjson.loads(orjson.dumps(instance_rows(Instance.objects.filter(pk=instance.pk), now)[0])),
+        }
 
 
-@dashboard_page
-def pool_summary(request):
-    """The summary cards of ``/pool/``."""
-    now = clock.now()
-    return render_page(request, "pool/_summary.html", {"now": now, "overview": dashboard.pool_overview(now)})
-
-
-@dashboard_page
-def pool_rows(request):
-    """The instance table (or cards) of ``/pool/`` for the filters in the query string."""
-    now = clock.now()
-    query = PoolQuery.from_query(request.GET)
-    response = render_page(request, "pool/_rows.html", _rows_context(query, now))
-    if request.htmx.trigger == FILTER_FORM_ID:
-        # The filter form asked: the address bar follows, so a reload or a shared link shows the same list.
-        push_url(response, reverse("pool") + query.urlencode())
-    return response
-
-
-@dashboard_page
-def pool_series(request):
-    """The pool's stored series as chart columns (SPEC 9)."""
-    return JsonResponse(dashboard.pool_series(range_choice(request.GET), clock.now()))
-
-
-@dashboard_page
-def instance_page(request, instance_id):
-    now = clock.now()
-    detail = dashboard.instance_detail(instance_id, now)
-    if detail is None:
-        return not_found_page(request, "instance", instance_id)
-    return render_page(request, "pool/instance.html", {
-        "nav": "pool",
-        "now": now,
-        "instance": detail,
-        "live_url": reverse("pool-instance-live", args=[instance_id]),
-        "charts": INSTANCE_CHARTS,
-        "ranges": list(RANGES),
-        "range": range_choice(request.GET),
-        "series_url": reverse("pool-instance-series", args=[instance_id]),
-    })
-
-
-@dashboard_page
-def instance_live(request, instance_id):
-    """The live part of the instance page: status, resources down to each GPU, status changes."""
-    now = clock.now()
-    detail = dashboard.instance_detail(instance_id, now)
-    if detail is None:
-        return not_found_page(request, "instance", instance_id)
-    return render_page(request, "pool/_instance_live.html", {
-        "now": now, "instance": detail, "live_url": reverse("pool-instance-live", args=[instance_id]),
-    })
-
-
-@dashboard_page
-def instance_series(request, instance_id):
-    """One instance's stored series as chart columns; 404 for an instance never seen."""
-    if not dashboard.instance_exists(instance_id):
-        return JsonResponse({"ok": False, "error": "not_found"}, status=404)
-    return JsonResponse(dashboard.instance_series(instance_id, range_choice(request.GET), clock.now()))
+POOL_PAGES = PoolPages()

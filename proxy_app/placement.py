@@ -34,7 +34,7 @@ import dataclasses
 import enum
 import hashlib
 
-from controlplane import liveness
+from controlplane.endpoints import liveness
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 

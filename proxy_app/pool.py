@@ -3,8 +3,9 @@
 from django.conf import settings
 from django.db.models import Avg, Count, Max, Min, Q, Sum
 
-from controlplane import clock, liveness
-from controlplane.admission import Admission
+from controlplane import clock
+from controlplane.endpoints import liveness
+from controlplane.endpoints.admission import Admission
 from proxy_app.aggregation import build_pool_resource
 from proxy_app.models import Instance, InstanceResource
 

@@ -2,10 +2,10 @@
 
 from rest_framework import serializers
 
-from controlplane.fields import StrictCharField
-from controlplane.models import NAME_LENGTH
-from controlplane.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
-from proxy_app.capabilities import CapabilityError, full_view, parse_capabilities
+from agent.capabilities import CapabilityError, full_view, parse_capabilities
+from controlplane.api.fields import StrictCharField
+from controlplane.api.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
+from controlplane.endpoints.models import NAME_LENGTH
 
 FINGERPRINT_LENGTH = len("sha256:") + 64
 
@@ -60,12 +60,16 @@ class SnapshotSerializer(serializers.BaseSerializer):
 
     This is the ingest hot path: a declared-field serializer deep-copies its
     fields on every request, which cost more than the whole normalisation.
-    The rules are the ones the declared fields would apply: ``instance_id``
-    a non-blank string of at most 255 characters (trimmed), ``snapshot`` an
-    object, ``metadata`` an object, null or absent.
+    The rules and messages are the ones its declared twin applies
+    (``proxy_app.openapi.bodies.Snapshot``, which the schema publishes;
+    ``tests/proxy/test_snapshot_serializer_parity.py`` holds them together):
+    ``instance_id`` a non-blank string of at most 255 characters (trimmed),
+    ``snapshot`` an object, ``metadata`` an object, null or absent.
     """
 
     def to_internal_value(self, data):
+        if data is None:
+            raise serializers.ValidationError({"non_field_errors": ["No data provided"]})
         if not isinstance(data, dict):
             raise serializers.ValidationError(
                 {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(data).__name__}."]}
@@ -85,6 +89,8 @@ class SnapshotSerializer(serializers.BaseSerializer):
         snapshot = data.get("snapshot")
         if "snapshot" not in data:
             errors["snapshot"] = ["This field is required."]
+        elif snapshot is None:
+            errors["snapshot"] = ["This field may not be null."]
         elif not isinstance(snapshot, dict):
             errors["snapshot"] = ["Expected a JSON object."]
         metadata = data.get("metadata")

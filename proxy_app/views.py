@@ -5,14 +5,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.viewsets import (
-    ControlPlaneViewSet,
-    HotWriteView,
-    json_response,
-    ok_response,
-    query_bool,
-    query_id,
-)
+from controlplane.api.hot_path import HotWriteView, json_response, ok_response
+from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app import pool
 from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot

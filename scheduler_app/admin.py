@@ -1,18 +1,12 @@
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 
-from controlplane.admin_utils import (
-    MISSING,
-    MinuteRollupAdmin,
-    RegisteredEndpointAdmin,
-    SeriesPointAdmin,
-    StatusChangeAdmin,
-    date_and_age,
-    pct,
-    pretty_json,
-)
-from controlplane.admission import Admission
-from controlplane.pool_summary import summary_columns
+from controlplane.clock import date_and_age
+from controlplane.endpoints.admin import RegisteredEndpointAdmin, StatusChangeAdmin, pretty_json
+from controlplane.endpoints.admission import Admission
+from controlplane.figures import MISSING, percent_text
+from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
+from controlplane.series.pool_summary import summary_columns
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyPoolMinute, ProxyStatusChange
 
 
@@ -79,11 +73,11 @@ class ProxyAdmin(RegisteredEndpointAdmin):
 
     @admin.display(description="CPU avg")
     def cpu(self, obj):
-        return pct(summary_columns(obj.pool_resource)["cpu_avg"])
+        return percent_text(summary_columns(obj.pool_resource)["cpu_avg"])
 
     @admin.display(description="GPU util avg")
     def gpu(self, obj):
-        return pct(summary_columns(obj.pool_resource)["gpu_util_avg"])
+        return percent_text(summary_columns(obj.pool_resource)["gpu_util_avg"])
 
     @admin.display(description="latest pool summary")
     def pool_resource_json(self, obj):

@@ -1,20 +1,14 @@
-from django.apps import AppConfig
+from controlplane.ops.roles import RoleConfig
+from controlplane.ops.tasks import schedule_of
 
-from controlplane.tasks import PeriodicTask
 
+class SchedulerAppConfig(RoleConfig):
+    """The Scheduler needs nothing from ``manage.py up`` besides the web server and the task cluster."""
 
-class SchedulerAppConfig(AppConfig):
+    default = True  # Django's pick among the AppConfigs this module names (RoleConfig too)
     name = "scheduler_app"
     verbose_name = "Scheduler: proxies of the fleet"
     role = "scheduler"
     metrics_collector = "scheduler_app.metrics.SchedulerCollector"
-    periodic_tasks = (
-        PeriodicTask("scheduler_app.tasks.sweep_proxies", minutes=1),
-        PeriodicTask("scheduler_app.tasks.delete_expired_proxies", minutes=10),
-        PeriodicTask("scheduler_app.tasks.rollup_pool_history", minutes=1),
-        PeriodicTask("scheduler_app.tasks.prune_pool_history", minutes=1),
-    )
-
-    def up_processes(self, up):
-        """The Scheduler needs nothing besides the web server and the task cluster."""
-        return []
+    periodic_tasks = schedule_of("scheduler_app.tasks", sweep_proxies=1, delete_expired_proxies=10,
+                                 rollup_pool_history=1, prune_pool_history=1)

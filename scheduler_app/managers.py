@@ -8,7 +8,7 @@ takes a row lock to merge.
 
 from django.db import transaction
 
-from controlplane.managers import LivenessManager
+from controlplane.endpoints.managers import LivenessManager
 
 
 class ProxyManager(LivenessManager):

@@ -3,8 +3,9 @@
 from django.conf import settings
 from django.db import models
 
-from controlplane.models import NAME_LENGTH, PoolMinuteRollup, PoolSeriesPoint, RegisteredEndpoint, StatusChangeBase
-from controlplane.pool_summary import summary_columns
+from controlplane.endpoints.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
+from controlplane.series.models import PoolMinuteRollup, PoolSeriesPoint
+from controlplane.series.pool_summary import summary_columns
 from scheduler_app.managers import ProxyManager
 
 DEFAULT_ENDPOINTS = ("chat/completions", "completions")

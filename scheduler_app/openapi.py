@@ -1,27 +1,27 @@
 """The Scheduler API (SPEC 6, 9) as OpenAPI: request bodies, answers, compat quirks.
 
 ``ProxyViewSet`` and ``FleetDebugViewSet`` wear ``proxy_schema`` and
-``fleet_debug_schema``; the shared parts are in ``controlplane.openapi``.
+``fleet_debug_schema``; the shared parts are in ``controlplane.api.schema``.
 """
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_view
 from rest_framework import serializers
 
-from controlplane.openapi import (
-    PAGING,
-    Const,
+from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
-    entry_history_operation,
     history_answer,
-    history_point,
-    include_dead,
     nullable_integer,
     nullable_number,
-    page_of,
+)
+from controlplane.api.schema.operations import (
+    entry_history_operation,
+    include_dead,
+    list_operation,
     read_operation,
     write_operation,
 )
+from controlplane.api.schema.parts import Const
 from scheduler_app.models import PoolResourceSample
 from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer
 
@@ -111,10 +111,7 @@ class ProxyPoolResources(serializers.Serializer):
     proxies = ProxyPoolResourceRow(many=True)
 
 
-PROXY_HISTORY = history_answer(
-    "ProxyHistory", "proxy_id",
-    history_point("ProxyPoolPoint", PoolResourceSample.FIGURES, PoolResourceSample.ADMISSION),
-)
+PROXY_HISTORY = history_answer("ProxyHistory", "proxy_id", "ProxyPoolPoint", PoolResourceSample)
 
 # --- the operations --------------------------------------------------------------------------
 
@@ -139,11 +136,8 @@ proxy_schema = extend_schema_view(
         "Deletes the proxy (if known) and records a last status change to `unregistered`; always `{\"ok\": true}`.",
         ProxyId, {200: OkBody}, "proxy", tags=PROXIES, examples=[UNREGISTER_EXAMPLE],
     ),
-    list_proxies=read_operation(
-        "proxy_list", "List proxies", (
-            "Alive proxies (with `include_dead`, also those past their TTL), newest seen first. Without "
-            "`limit` and `offset`: the bare array (compat); with either: a page object."
-        ), page_of(ProxyRow, "Proxy"), parameters=[include_dead(False), *PAGING], tags=PROXIES,
+    list_proxies=list_operation(
+        "proxy_list", "List proxies", "proxies", "newest seen first", ProxyRow, "Proxy", tags=PROXIES,
     ),
     history=entry_history_operation(
         "proxy_history", "A proxy's pool history",

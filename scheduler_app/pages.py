@@ -1,109 +1,125 @@
-"""The Scheduler's dashboards (SPEC 8): ``/fleet/`` and ``/fleet/proxies/<id>/``, with the fragments they poll.
+"""The Scheduler's dashboards (SPEC 8): ``/fleet/`` and ``/fleet/proxies/<id>/``, declared on the kit.
 
-Each view reads its parameters, calls one function of ``scheduler_app.dashboard``
-and renders; fragments re-render one region of a page for htmx.
+``controlplane.pages.kit`` serves the pages, their fragments and their URLs;
+what is the fleet's own is here:
+
+- ``overview``: proxies per status and the fleet's totals summed over the
+  alive proxies' latest summaries: 2 queries.
+- ``rows``: one page of proxies with a trend sparkline each from the stored
+  series (the kit's COUNT and page query, and one for the trends).
+- ``detail``: one proxy, its summary taken apart, its status changes: 2 queries.
+
+A summary is stored as the proxy sent it (SPEC 6), so it is read through
+``pool_view`` and defensive lookups: a malformed one shows "–".
 """
 
-from django.http import JsonResponse
-from django.urls import reverse
-from django_htmx.http import push_url
+from dataclasses import dataclass
 
-from controlplane import clock
-from controlplane.history import RANGES
-from controlplane.pages import (
-    PER_PAGE_CHOICES,
-    POOL_CHARTS,
-    dashboard_page,
-    id_url,
-    not_found_page,
-    pager_context,
-    range_choice,
-    render_page,
-)
-from scheduler_app import dashboard
-from scheduler_app.dashboard import FleetQuery
+from controlplane.api.serializers import endpoint_row
+from controlplane.endpoints.admission import Admission
+from controlplane.pages.charts import POOL_CHARTS
+from controlplane.pages.kit import EntryDashboard
+from controlplane.pages.lists import STATE, ListQuery, Sort
+from controlplane.series.pool_summary import COUNT_FIGURES, pool_view, summary_columns
+from scheduler_app.history import PROXY_POOLS
+from scheduler_app.models import PoolResourceSample, Proxy
+from scheduler_app.serializers import proxy_row
 
-FILTER_FORM_ID = "fleet-filters"
+SPARK_WINDOW_S = 15 * 60
+SPARK_POINTS = 60
 
 
-def _rows_context(query, now):
-    rows, page = dashboard.fleet_rows(query, now)
-    proxy_url = id_url("fleet-proxy")
-    for row in rows:
-        row["url"] = proxy_url(row["proxy_id"])
-    return {
-        "rows": rows,
-        "query": query,
-        "now": now,
-        "pager": pager_context(query, page, reverse("fleet"), reverse("fleet-rows"), "#fleet-rows"),
-        "rows_url": reverse("fleet-rows") + query.urlencode(),
+@dataclass(frozen=True)
+class FleetQuery(ListQuery):
+    """``/fleet/``'s filters: status, pool admission, search; sort; page."""
+
+    SORTS = {
+        "state": STATE,
+        "age": Sort("last seen", "last_seen_at", high_first=True),
+        "instances": Sort("instances", "pool_resource__instances__alive", high_first=True),
+        "cpu": Sort("CPU", "pool_resource__utilization__cpu_avg", high_first=True),
+        "memory": Sort("memory", "pool_resource__utilization__memory_used_ratio", high_first=True),
+        "gpu": Sort("GPU", "pool_resource__utilization__gpu_util_avg", high_first=True),
+        "id": Sort("id", "proxy_id"),
     }
 
 
-@dashboard_page
-def fleet_page(request):
-    now = clock.now()
-    query = FleetQuery.from_query(request.GET)
-    return render_page(request, "fleet/page.html", {
-        "nav": "fleet",
-        "now": now,
-        "overview": dashboard.fleet_overview(now),
-        **_rows_context(query, now),
-        "statuses": FleetQuery.STATUSES,
-        "admissions": FleetQuery.ADMISSIONS,
-        "sorts": FleetQuery.SORTS,
-        "per_page_choices": PER_PAGE_CHOICES,
-    })
+def sparklines(proxy_ids, now):
+    """CPU and GPU trend of each proxy over the last minutes: one query, ≤ SPARK_POINTS points each.
+
+    The window is cut into SPARK_POINTS buckets and each keeps its newest
+    sample; buckets without a sample are left out (the line goes on), a
+    sample without the figure stays None (the line breaks: unknown).
+    """
+    rows = (PoolResourceSample.objects.filter(proxy_id__in=proxy_ids, t__gte=now - SPARK_WINDOW_S)
+            .order_by("proxy_id", "t").values_list("proxy_id", "t", "cpu_avg", "gpu_util_avg"))
+    bucket_s = SPARK_WINDOW_S / SPARK_POINTS
+    buckets = {proxy_id: {} for proxy_id in proxy_ids}
+    for proxy_id, t, cpu, gpu in rows:
+        buckets[proxy_id][int((t - (now - SPARK_WINDOW_S)) // bucket_s)] = (cpu, gpu)  # the newest wins
+    return {
+        proxy_id: {"cpu": [cpu for _, (cpu, _) in sorted(samples.items())],
+                   "gpu": [gpu for _, (_, gpu) in sorted(samples.items())]}
+        for proxy_id, samples in buckets.items()
+    }
 
 
-@dashboard_page
-def fleet_summary(request):
-    now = clock.now()
-    return render_page(request, "fleet/_summary.html", {"now": now, "overview": dashboard.fleet_overview(now)})
+class FleetPages(EntryDashboard):
+    name, entry, entries = "fleet", "proxy", "proxies"
+    model = Proxy
+    query = FleetQuery
+    admission_field = "pool_resource__pool_admission_state"
+    admission_label = "Pool admission"
+    entry_charts, entry_series = POOL_CHARTS, PROXY_POOLS
+
+    def overview(self, now):
+        """Proxies per status, and instances and admission states summed over the alive proxies."""
+        totals = {**dict.fromkeys(COUNT_FIGURES, 0), **dict.fromkeys(Admission.values, 0), "reporting_proxies": 0}
+        for summary in Proxy.objects.alive(now).values_list("pool_resource", flat=True):
+            figures = summary_columns(summary)
+            if figures["total"] is None:
+                continue
+            totals["reporting_proxies"] += 1
+            for name in COUNT_FIGURES:
+                totals[name] += figures[name] or 0
+            state = figures["pool_admission_state"]
+            if state in totals:
+                totals[state] += 1
+        return {"counts": self.status_counts(now), "totals": totals, "ttl_s": Proxy.ttl_s()}
+
+    def summary(self, proxy, now):
+        return {
+            "proxy_id": proxy.proxy_id,
+            "address": proxy.address,
+            "status": proxy.status_now(now).value,
+            "last_seen_at": proxy.last_seen_at,
+            "proxy_url": proxy.meta.get("proxy_url") if isinstance(proxy.meta, dict) else None,
+            "pool": pool_view(proxy.pool_resource, proxy.pool_resource_reported_at, now),
+        }
+
+    def rows(self, entries, now):
+        trends = sparklines([proxy.proxy_id for proxy in entries], now) if entries else {}
+        return [{**self.summary(proxy, now), "trend": trends.get(proxy.proxy_id)} for proxy in entries]
+
+    def detail(self, entry_id, now):
+        proxy = Proxy.objects.filter(pk=entry_id).first()
+        if proxy is None:
+            return None
+        return {
+            **self.summary(proxy, now),
+            **{key: value for key, value in endpoint_row(proxy, now).items()
+               if key in ("registered_at", "tags", "weight")},
+            "summary": proxy.pool_resource if isinstance(proxy.pool_resource, dict) else {},
+            "capacity": {
+                "max_capacity": proxy.max_capacity, "instance_count": proxy.instance_count,
+                "kv_mem_per_instance_gb": proxy.kv_mem_per_instance_gb, "kv_cache_pool_gb": proxy.kv_cache_pool_gb,
+                "kv_cache_update_policy": proxy.kv_cache_update_policy,
+            },
+            "load": {"inflight": proxy.inflight, "qps_1m": proxy.qps_1m, "gpu_util": proxy.gpu_util},
+            "changes": self.status_changes(entry_id),
+            "row": proxy_row(proxy, now),
+            "ttl_s": Proxy.ttl_s(),
+        }
 
 
-@dashboard_page
-def fleet_rows(request):
-    now = clock.now()
-    query = FleetQuery.from_query(request.GET)
-    response = render_page(request, "fleet/_rows.html", _rows_context(query, now))
-    if request.htmx.trigger == FILTER_FORM_ID:
-        push_url(response, reverse("fleet") + query.urlencode())
-    return response
-
-
-@dashboard_page
-def proxy_page(request, proxy_id):
-    now = clock.now()
-    detail = dashboard.proxy_detail(proxy_id, now)
-    if detail is None:
-        return not_found_page(request, "proxy", proxy_id)
-    return render_page(request, "fleet/proxy.html", {
-        "nav": "fleet",
-        "now": now,
-        "proxy": detail,
-        "live_url": reverse("fleet-proxy-live", args=[proxy_id]),
-        "charts": POOL_CHARTS,
-        "ranges": list(RANGES),
-        "range": range_choice(request.GET),
-        "series_url": reverse("fleet-proxy-series", args=[proxy_id]),
-    })
-
-
-@dashboard_page
-def proxy_live(request, proxy_id):
-    now = clock.now()
-    detail = dashboard.proxy_detail(proxy_id, now)
-    if detail is None:
-        return not_found_page(request, "proxy", proxy_id)
-    return render_page(request, "fleet/_proxy_live.html", {
-        "now": now, "proxy": detail, "live_url": reverse("fleet-proxy-live", args=[proxy_id]),
-    })
-
-
-@dashboard_page
-def proxy_series(request, proxy_id):
-    """A proxy's stored summaries as chart columns; 404 for a proxy not registered here."""
-    if not dashboard.proxy_exists(proxy_id):
-        return JsonResponse({"ok": False, "error": "not_found"}, status=404)
-    return JsonResponse(dashboard.proxy_series(proxy_id, range_choice(request.GET), clock.now()))
+FLEET_PAGES = FleetPages()

@@ -4,14 +4,8 @@ import uuid
 
 from rest_framework import serializers
 
-from controlplane.fields import (
-    JSONObjectField,
-    ListOrNull,
-    StrictCharField,
-    StrictFloatField,
-    StrictIntegerField,
-)
-from controlplane.serializers import (
+from controlplane.api.fields import JSONObjectField, ListOrNull, StrictCharField, StrictFloatField, StrictIntegerField
+from controlplane.api.serializers import (
     HeartbeatSerializerBase,
     RegisterSerializerBase,
     endpoint_row,

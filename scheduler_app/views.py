@@ -5,7 +5,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.viewsets import ControlPlaneViewSet, ok_response, query_bool, query_id
+from controlplane.api.hot_path import ok_response
+from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import fleet_debug_schema, proxy_schema

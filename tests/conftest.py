@@ -33,8 +33,8 @@ class JsonClient:
         return JsonClient(self.client, with_tokens=False)
 
     def token(self, scope):
-        from controlplane.auth import verify_token
-        from controlplane.models import ApiToken
+        from controlplane.api.auth import verify_token
+        from controlplane.api.tokens import ApiToken
 
         if scope not in self.tokens:
             self.tokens[scope] = ApiToken.objects.issue(f"tests-{scope}", scope)[1]
@@ -74,8 +74,8 @@ def fresh_process_state(settings):
     the verified-token cache and the rate limiter (on a cache of its own, not under var/)."""
     from django.core.cache import caches
 
-    from controlplane import ratelimit
-    from controlplane.auth import TOKEN_CACHE
+    from controlplane.api import ratelimit
+    from controlplane.api.auth import TOKEN_CACHE
 
     settings.CACHES = {**settings.CACHES, "ratelimit": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fleetwatch-tests"}}

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from proxy_app.capabilities import CapabilityError, fingerprint, parse_capabilities
+from agent.capabilities import CapabilityError, fingerprint, parse_capabilities
 
 
 def canonicalise_capabilities(apps, schema_editor):

@@ -9,7 +9,7 @@ fingerprint here heals such instances on their next beat.
 
 from django.db import migrations
 
-from proxy_app.capabilities import CapabilityError, fingerprint, parse_capabilities
+from agent.capabilities import CapabilityError, fingerprint, parse_capabilities
 
 BATCH = 500
 

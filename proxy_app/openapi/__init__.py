@@ -3,19 +3,18 @@
 
 ``InstanceViewSet`` and ``PoolDebugViewSet`` wear ``instance_schema`` and
 ``pool_debug_schema``; the shared parts (errors, auth, paging) are in
-``controlplane.openapi``. Where the code is the contract (the capability
+``controlplane.api.schema``. Where the code is the contract (the capability
 validator, the resource columns) the schema is read from it, so the two
 cannot drift apart.
 """
 
 from drf_spectacular.utils import OpenApiExample, extend_schema_view
 
-from controlplane.openapi import (
-    PAGING,
+from controlplane.api.schema.operations import (
     RANGE,
     entry_history_operation,
     include_dead,
-    page_of,
+    list_operation,
     read_operation,
     write_operation,
 )
@@ -99,11 +98,8 @@ instance_schema = extend_schema_view(
         "Deletes the instance and records a last status change to `unregistered`.",
         InstanceId, {200: Unregistered}, "instance", tags=INSTANCES, examples=[UNREGISTER_EXAMPLE],
     ),
-    list_instances=read_operation(
-        "instance_list", "List instances", (
-            "Alive instances (with `include_dead`, also those past their TTL), by id. Without `limit` "
-            "and `offset`: the bare array (compat); with either: a page object."
-        ), page_of(InstanceRow, "Instance"), parameters=[include_dead(False), *PAGING], tags=INSTANCES,
+    list_instances=list_operation(
+        "instance_list", "List instances", "instances", "by id", InstanceRow, "Instance", tags=INSTANCES,
     ),
     history=entry_history_operation(
         "instance_history", "An instance's history", "The instance's figures over a range, oldest first (SPEC 9).",

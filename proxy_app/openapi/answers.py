@@ -4,20 +4,20 @@
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from controlplane.admission import Admission
-from controlplane.openapi import (
-    Const,
+from controlplane.api.schema.answers import (
     OkBody,
     RegisteredEntryRow,
     history_answer,
-    history_point,
     nullable_integer,
     nullable_number,
 )
+from controlplane.api.schema.parts import Const
+from controlplane.endpoints.admission import Admission
 from proxy_app.aggregation import SCHEMA_VERSION
 from proxy_app.models import InstanceResource, InstanceSample, PoolResource
 from proxy_app.normalise import RESOURCE_FIELDS
 from proxy_app.openapi.bodies import CapabilitiesFullView
+
 
 def fingerprint_field(help_text):
     """A stored capability fingerprint (SPEC 3.2), or null."""
@@ -113,10 +113,8 @@ class InstanceRow(RegisteredEntryRow):
     resource = InstanceResourceWithRaw()
 
 
-INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id",
-                                  history_point("InstancePoint", InstanceSample.FIGURES, InstanceSample.ADMISSION))
-POOL_HISTORY = history_answer("PoolHistory", "proxy_id",
-                              history_point("PoolPoint", PoolResource.FIGURES, PoolResource.ADMISSION))
+INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id", "InstancePoint", InstanceSample)
+POOL_HISTORY = history_answer("PoolHistory", "proxy_id", "PoolPoint", PoolResource)
 
 
 class SchedulerLink(serializers.Serializer):

@@ -5,16 +5,16 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
-from controlplane.fields import JSONObjectField, ObjectOrNull, StrictCharField
-from controlplane.models import NAME_LENGTH
-from proxy_app import capabilities as caps
+from agent import capabilities as caps
+from controlplane.api.fields import JSONObjectField, ObjectOrNull, StrictCharField
+from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.serializers import HeartbeatSerializer, InstanceIdSerializer, RegisterSerializer
 
 # --- capabilities (SPEC 3.2), read from the validator itself ---------------------------------
 
 
 def capability_schema(member, direction):
-    """The JSON schema of one member of ``proxy_app.capabilities.CAPABILITY``.
+    """The JSON schema of one member of ``agent.capabilities.CAPABILITY``.
 
     ``request``: what ``parse_capabilities`` accepts (unknown keys anywhere are a 400; a null
     member is read as absent).
@@ -179,7 +179,7 @@ class Snapshot(serializers.Serializer):
 
     instance_id = StrictCharField(max_length=NAME_LENGTH, help_text="Trimmed.")
     snapshot = ResourceSnapshotField()
-    metadata = ReportMetadataField(required=False)
+    metadata = ReportMetadataField(required=False, default=dict)
 
 
 SNAPSHOT_EXAMPLE = OpenApiExample("A host with one GPU", request_only=True, value={

@@ -16,6 +16,7 @@ before = set(sys.modules)
 import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu, agent.sampler, agent.snapshot
 import agent.engines, agent.engine_figures, agent.engine_reading, agent.exposition
 import agent.gpu_events, agent.gpu_health, agent.gpu_watch
+import agent.capabilities, agent.launch
 agent.gpu.GpuMonitor().open()  # loads pynvml the way the agent does
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
 """

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import RequestFactory
 
-from controlplane.middleware import takes_api_lane
+from controlplane.api.middleware import takes_api_lane
 
 pytestmark = pytest.mark.django_db
 

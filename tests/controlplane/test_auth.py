@@ -7,7 +7,7 @@ request wrote nothing.
 import pytest
 from django.contrib.auth.models import User
 
-from controlplane.models import ApiToken
+from controlplane.api.tokens import ApiToken
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from tests.factories import make_pool_resource, make_snapshot

@@ -2,7 +2,7 @@
 
 import pytest
 
-from controlplane.errors import flatten_detail
+from controlplane.api.errors import flatten_detail
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""The import arrows point one way: apps → controlplane, never back, never in a circle.
+"""The import arrows point one way: down the rooms of the shared base, apps → controlplane, never back,
+never in a circle; the agent and the simulator stay free of Django.
 
 Read from the source with ``ast`` (nothing is imported), the way a reviewer
 would read the import lines.
@@ -8,7 +9,21 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("controlplane", "proxy_app", "scheduler_app", "agent")
+PACKAGES = ("controlplane", "proxy_app", "scheduler_app", "agent", "simulator")
+# The rooms of controlplane/, lowest first: a room may import the rooms below it, never one above.
+# The ground is what every room reads (now, figures, the environment); the project's own wiring
+# (settings, URLs, the WSGI app, what Django looks up by name: models, admin, commands) stands on top.
+ROOMS = (
+    ("ground", ("controlplane.clock", "controlplane.figures", "controlplane.env")),
+    ("endpoints", ("controlplane.endpoints",)),
+    ("series", ("controlplane.series",)),
+    ("api", ("controlplane.api",)),
+    ("pages", ("controlplane.pages",)),
+    ("ops", ("controlplane.ops",)),
+    ("wiring", ("controlplane.settings", "controlplane.urls", "controlplane.wsgi", "controlplane.models",
+                "controlplane.admin", "controlplane.apps", "controlplane.management", "controlplane.sqlite_backend")),
+)
+DJANGO = ("django", "rest_framework", "drf_spectacular", "django_htmx", "django_q")
 
 
 def module_name(path):
@@ -16,8 +31,8 @@ def module_name(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path):
-    """Project modules a file imports, at any depth (a function-level import counts too)."""
+def imports_of(path, packages=PACKAGES):
+    """Modules a file imports, at any depth (a function-level import counts too), of ``packages``."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -25,14 +40,36 @@ def imports_of(path):
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.split(".")[0] in PACKAGES}
+    return {name for name in found if name.split(".")[0] in packages}
+
+
+def sources(package):
+    return [path for path in (ROOT / package).rglob("*.py") if "migrations" not in path.parts]
 
 
 def project_graph():
-    modules = {module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
-               if "migrations" not in path.parts}
+    modules = {module_name(path): path for package in PACKAGES for path in sources(package)}
     return {name: {target for target in imports_of(path) if target in modules and target != name}
             for name, path in modules.items()}
+
+
+def room_of(module):
+    for floor, (room, prefixes) in enumerate(ROOMS):
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return floor, room
+    return None
+
+
+def test_it_puts_every_module_of_the_shared_base_in_a_room():
+    homeless = sorted(name for name in project_graph() if name.startswith("controlplane.") and room_of(name) is None)
+    assert homeless == []
+
+
+def test_it_never_imports_a_higher_room_from_a_lower_one():
+    upward = sorted((name, target) for name, targets in project_graph().items() if name.startswith("controlplane.")
+                    for target in targets if target.startswith("controlplane.")
+                    and room_of(target)[0] > room_of(name)[0])
+    assert upward == []
 
 
 def test_it_keeps_the_shared_base_free_of_the_apps():
@@ -49,6 +86,15 @@ def test_it_keeps_the_two_control_planes_apart():
                 and target.split(".")[0] in ("proxy_app", "scheduler_app")
                 and name.split(".")[0] != target.split(".")[0]]
     assert crossing == []
+
+
+def test_it_keeps_the_agent_and_the_simulator_free_of_django_and_of_the_control_planes():
+    for package in ("agent", "simulator"):
+        for path in sources(package):
+            imported = imports_of(path, packages=DJANGO + ("controlplane", "scheduler_app"))
+            assert imported == set(), (path.relative_to(ROOT), sorted(imported))
+    # The agent is the ground of the host side: it imports nothing of the project but itself.
+    assert {target.split(".")[0] for path in sources("agent") for target in imports_of(path)} == {"agent"}
 
 
 def test_it_has_no_import_circle():

@@ -5,7 +5,7 @@ No database and no clock: every ``now`` is passed in.
 
 import pytest
 
-from controlplane.liveness import (
+from controlplane.endpoints.liveness import (
     Status,
     alive_q,
     alive_since,

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import call_command
 from django_q.models import Schedule
 
-from controlplane.liveness import Status
-from controlplane.tasks import ensure_schedules, periodic_tasks
+from controlplane.endpoints.liveness import Status
+from controlplane.ops.tasks import ensure_schedules, periodic_tasks
 from proxy_app.models import Instance, InstanceStatusChange, PoolResourceMinute
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyPoolMinute, ProxyStatusChange
 from tests.factories import T0

@@ -1,6 +1,6 @@
-"""controlplane.pool_summary: series figures read out of a summary stored as sent."""
+"""controlplane.series.pool_summary: series figures read out of a summary stored as sent."""
 
-from controlplane.pool_summary import summary_columns
+from controlplane.series.pool_summary import summary_columns
 from tests.factories import make_pool_resource
 
 

@@ -3,9 +3,9 @@
 import pytest
 from django.core.cache import caches
 
-from controlplane import ratelimit
-from controlplane.models import ApiToken
-from controlplane.ratelimit import FLUSH_EVERY, WindowCounter
+from controlplane.api import ratelimit
+from controlplane.api.ratelimit import FLUSH_EVERY, WindowCounter
+from controlplane.api.tokens import ApiToken
 from tests.factories import make_snapshot
 
 pytestmark = pytest.mark.django_db

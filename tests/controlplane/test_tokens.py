@@ -6,9 +6,8 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
-from controlplane.auth import verify_token
-from controlplane.models import ApiToken
-from controlplane.tokens import CACHE_TTL_S, TokenCache, digest
+from controlplane.api.auth import verify_token
+from controlplane.api.tokens import CACHE_TTL_S, ApiToken, TokenCache, digest
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db

@@ -100,7 +100,7 @@ def test_it_answers_get_on_the_actions_with_405(staff):
 
 
 def test_it_hands_the_agent_an_instance_token_when_auth_is_on(staff, local, auth_on):
-    from controlplane.models import ApiToken
+    from controlplane.api.tokens import ApiToken
 
     staff.post("/agent/start", {"listen": f"127.0.0.1:{free_port()}"})
     agent = local.status().agent

@@ -3,7 +3,7 @@
 import pytest
 from django.template import Context, Template
 
-from controlplane.templatetags import fleetwatch as f
+from controlplane.pages import templatetags as f
 from tests.factories import T0
 
 

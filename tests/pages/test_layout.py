@@ -56,7 +56,7 @@ def test_it_answers_an_unknown_id_with_the_layout_and_status_404(page, frozen):
 def test_it_links_rows_exactly_as_reverse_would(entry_id):
     from django.urls import reverse
 
-    from controlplane.pages import id_url
+    from controlplane.pages.layout import id_url
 
     assert id_url("pool-instance")(entry_id) == reverse("pool-instance", args=[entry_id])
     assert id_url("fleet-proxy")(entry_id) == reverse("fleet-proxy", args=[entry_id])

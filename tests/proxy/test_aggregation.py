@@ -6,7 +6,8 @@ returns, written out by hand.
 
 import pytest
 
-from proxy_app.aggregation import build_pool_resource, quality, ratio
+from controlplane.figures import ratio
+from proxy_app.aggregation import build_pool_resource, quality
 
 NOW = 1767225600.0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy_app.capabilities import CapabilityError, canonical_json, fingerprint, full_view, parse_capabilities
+from agent.capabilities import CapabilityError, canonical_json, fingerprint, full_view, parse_capabilities
 from tests.factories import make_capabilities
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "capability_vectors.json").read_text("utf-8"))["vectors"]

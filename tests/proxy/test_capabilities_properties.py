@@ -11,7 +11,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy_app.capabilities import CAPABILITY, CapabilityError, fingerprint, full_view, parse_capabilities
+from agent.capabilities import CAPABILITY, CapabilityError, fingerprint, full_view, parse_capabilities
 
 PROPERTY = settings(max_examples=400, deadline=None, derandomize=True, database=None)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy_app.capabilities import fingerprint, full_view, parse_capabilities
+from agent.capabilities import fingerprint, full_view, parse_capabilities
 from proxy_app.models import Instance
 from tests.factories import T0, make_capabilities
 

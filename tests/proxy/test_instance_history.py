@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from controlplane.history import as_datetime
+from controlplane.series.history import as_datetime
 from proxy_app.history import INSTANCES, record_instances
 from proxy_app.models import InstanceMinute
 from tests.factories import T0, make_snapshot

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from proxy_app.capabilities import fingerprint, full_view, parse_capabilities
+from agent.capabilities import fingerprint, full_view, parse_capabilities
 from tests.factories import T0, make_capabilities
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,9 @@ the link's requests are real HTTP; the random part of the backoff is injected.
 import pytest
 import requests
 
-from controlplane.liveness import Status
-from controlplane.models import ApiToken
-from proxy_app.link import ProxyLink, backoff_delay
+from controlplane.api.tokens import ApiToken
+from controlplane.endpoints.liveness import Status
+from proxy_app.link import ProxyLink
 from proxy_app.models import Instance, SchedulerLinkState
 from scheduler_app.models import PoolResourceSample, Proxy
 
@@ -109,8 +109,9 @@ def test_it_unregisters_on_shutdown(link):
     assert not Proxy.objects.filter(pk="pool-a").exists()
 
 
-def test_it_grows_its_backoff_from_half_a_second_keeping_half_fixed():
-    assert backoff_delay(1, cap_s=30, rand=lambda: 0.0) == 0.25
-    assert backoff_delay(1, cap_s=30, rand=lambda: 1.0) == 0.5
-    assert backoff_delay(4, cap_s=30, rand=lambda: 1.0) == 4.0
-    assert backoff_delay(20, cap_s=30, rand=lambda: 0.0) == 15.0
+@pytest.mark.parametrize("rand, first, fourth, twentieth", [(0.0, 0.25, 2.0, 15.0), (1.0, 0.5, 4.0, 30.0)])
+def test_it_grows_its_backoff_from_half_a_second_keeping_half_fixed(proxy_settings, rand, first, fourth, twentieth):
+    link = ProxyLink(closed_port_url(), rand=lambda: rand)
+    link.interval = 30.0  # as a Scheduler's register answer would set it
+    delays = [link.failed("heartbeat", "unreachable") for _ in range(20)]
+    assert (delays[0], delays[3], delays[19]) == (first, fourth, twentieth)

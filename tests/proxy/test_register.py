@@ -2,8 +2,8 @@
 
 import pytest
 
+from agent.capabilities import parse_capabilities
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
-from proxy_app.capabilities import parse_capabilities
 from tests.factories import T0, make_capabilities
 
 pytestmark = pytest.mark.django_db

@@ -138,7 +138,7 @@ def test_it_revives_a_suspect_instance_with_a_recorded_change(registered, instan
 
 
 def test_it_does_not_overwrite_a_heartbeat_that_lands_while_it_runs(registered, monkeypatch):
-    from controlplane import managers
+    from controlplane.endpoints import managers
 
     real_status_at = managers.liveness.status_at
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from controlplane import managers as liveness_managers
+from controlplane.endpoints import managers as liveness_managers
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from tests.factories import T0, make_pool_resource

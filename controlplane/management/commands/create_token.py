@@ -1,8 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError
 
-from controlplane.models import ApiToken
-from controlplane.tokens import Scope
+from controlplane.api.tokens import ApiToken, Scope
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from controlplane.admin_utils import date_and_age
-from controlplane.models import ApiToken
+from controlplane.api.tokens import ApiToken
+from controlplane.clock import date_and_age
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from controlplane.tasks import ensure_schedules
+from controlplane.ops.tasks import ensure_schedules
 
 
 class Command(BaseCommand):

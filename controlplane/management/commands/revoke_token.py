@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.models import ApiToken
+from controlplane.api.tokens import ApiToken
 
 
 class Command(BaseCommand):

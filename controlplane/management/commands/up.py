@@ -1,93 +1,8 @@
-"""``manage.py up``: the whole system on one machine (SPEC 11).
+"""``manage.py up``: the whole system on one machine (SPEC 11); what it runs is ``controlplane.ops.up``."""
 
-Migrates, registers the periodic schedules, then runs and supervises: the web
-server (granian) serving the roles of FLEETWATCH_ROLES, the django-q2 cluster, and the
-processes each role's app asks for (``AppConfig.up_processes``: the Proxy's
-link to the Scheduler and a local agent reporting this host).
-"""
+from django.core.management.base import BaseCommand
 
-import logging
-import os
-import shutil
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from urllib.error import URLError
-from urllib.request import urlopen
-
-from django.conf import settings
-from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
-
-from controlplane.supervisor import Supervisor, child_env
-from controlplane.local_tokens import LocalTokens
-from controlplane.roles import role_apps
-from controlplane.tasks import ensure_schedules
-
-log = logging.getLogger("fleetwatch.up")
-
-WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
-
-
-@dataclass(frozen=True)
-class UpContext:
-    """What an app needs to know to name its processes."""
-
-    manage: list  # argv prefix of a manage.py command in this environment
-    base_url: str  # where the web server answers
-    agent_listen: str
-    start_agent: bool
-    roles: tuple
-
-    def token(self, name, scope):
-        """A token for a process ``up`` starts (None when auth is off): created once, reused after."""
-        if not settings.FLEETWATCH_AUTH:
-            return None
-        return LocalTokens().token(name, scope)
-
-
-def fresh_metrics_dir():
-    """Where the web processes keep their request metrics (prometheus_client's multiprocess mode);
-    emptied at every start, as its documentation asks."""
-    path = settings.VAR_DIR / "prometheus"
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return str(path)
-
-
-def default_workers():
-    return settings.FLEETWATCH_WEB_WORKERS or min(8, os.cpu_count() or 1)
-
-
-def web_server_argv(host, port, workers):
-    """Granian serving the WSGI app: ``workers`` processes of one blocking thread each.
-
-    Chosen over gunicorn's sync workers on measurements (bench/README.md,
-    docs/scale-out.md): it answers more requests per core, and it drops
-    clients that send their headers slowly instead of giving each one a
-    worker, so 200 such connections cannot starve /healthz
-    (tests/system/test_slow_clients.py).
-    """
-    return [
-        str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
-        "--host", host, "--port", str(port), "--workers", str(workers), "--blocking-threads", "1",
-        "--no-ws", "--log-level", "warning", "--workers-kill-timeout", "10",
-        "--working-dir", str(settings.BASE_DIR),
-    ]
-
-
-def wait_until_serving(url, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except (URLError, OSError):
-            pass
-        time.sleep(0.2)
-    return False
+from controlplane.ops import up
 
 
 class Command(BaseCommand):
@@ -98,42 +13,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (default 8000).")
         parser.add_argument("--no-agent", action="store_true", help="Do not start a local agent.")
         parser.add_argument("--workers", type=int, default=None, help="Web worker processes (default: one per CPU, ≤ 8).")
-        parser.add_argument("--agent-listen", default="127.0.0.1:9201", help="HTTP address of the local agent.")
+        parser.add_argument("--agent-listen", default=None,
+                            help="HTTP address of the local agent (default: the agent's own, 127.0.0.1:9201).")
 
     def handle(self, *args, host, port, no_agent, workers, agent_listen, **options):
-        roles = settings.FLEETWATCH_ROLES
-        advertise_host = settings.FLEETWATCH_ADVERTISE_HOST or ("127.0.0.1" if host in WILDCARD_HOSTS else host)
-        advertise_port = settings.FLEETWATCH_ADVERTISE_PORT or port
-        base_url = f"http://{advertise_host}:{port}"
-
-        call_command("migrate", interactive=False, verbosity=0)
-        ensure_schedules(roles)
-        if not settings.FLEETWATCH_AUTH:
-            log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
-
-        env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port,
-                        PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir())
-        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        supervisor = Supervisor()
-        supervisor.install_signal_handlers()
-        supervisor.add("web", web_server_argv(host, port, workers or default_workers()), env)
-        if not wait_until_serving(f"{base_url}/healthz", timeout_s=60):
-            supervisor.stop_all()
-            raise CommandError(f"the web server did not answer on {base_url} within 60 s")
-        supervisor.add("tasks", [*manage, "qcluster"], env)
-        context = UpContext(manage=manage, base_url=base_url, agent_listen=agent_listen, start_agent=not no_agent,
-                            roles=tuple(roles))
-        for config in role_apps(roles):
-            for process in config.up_processes(context):
-                supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
-
-        self.stdout.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
-        if "proxy" in roles:
-            self.stdout.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-        if settings.FLEETWATCH_AUTH:
-            self.stdout.write("  the pages need a staff login: ./fw manage createsuperuser (once)")
-        self.stdout.flush()
-        code = supervisor.watch()
-        self.stdout.write("Fleetwatch stopped.")
-        if code:
-            raise CommandError("a Fleetwatch process exited unexpectedly; everything was stopped")
+        up.run(self.stdout, host=host, port=port, start_agent=not no_agent, workers=workers, agent_listen=agent_listen)

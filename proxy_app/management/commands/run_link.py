@@ -2,7 +2,7 @@ import logging
 
 from django.core.management.base import BaseCommand
 
-from controlplane.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
+from controlplane.ops.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
 from proxy_app.link import ProxyLink
 from proxy_app.pool import default_scheduler_url
 

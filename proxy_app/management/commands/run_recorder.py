@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from controlplane.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
+from controlplane.ops.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
 from proxy_app.history import run_recorder
 
 

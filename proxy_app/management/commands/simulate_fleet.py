@@ -1,137 +1,24 @@
 """``manage.py simulate_fleet``: synthetic instances reporting to a Proxy over HTTP.
 
-A thin command line over ``proxy_app.simulator`` (see docs/simulator.md):
-parse, run, print the summary, write it as JSON when asked.
+A thin Django command over the simulator's own command line (``simulator.cli``,
+see docs/simulator.md): parse, run, print the summary, fail when requests did.
 """
 
-import json
-from pathlib import Path
-
 from django.core.management.base import BaseCommand, CommandError
-from rich.console import Console
 
-from proxy_app.simulator.display import ProgressView, summary_table
-from proxy_app.simulator.driver import RunConfig
-from proxy_app.simulator.model import FleetProfile
-from proxy_app.simulator.processes import run_fleet
-from proxy_app.simulator.stats import summary
-
-
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-def _share(text):
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise ValueError(text)
-    return value
-
-
-def _rate(text):
-    value = float(text)
-    if value < 0.0:
-        raise ValueError(text)
-    return value
-
-
-def _gpu_counts(text):
-    counts = tuple(int(part) for part in text.split(","))
-    if not counts or any(count < 0 for count in counts):
-        raise ValueError(text)
-    return counts
+from simulator import cli
 
 
 class Command(BaseCommand):
-    help = ("Register N synthetic GPU instances at a Proxy and drive them through its HTTP API "
-            "(register, snapshots, heartbeats, unregister); prints a live view and a summary.")
+    help = cli.HELP
 
     def add_arguments(self, parser):
-        run = parser.add_argument_group("run")
-        run.add_argument("--instances", type=_positive_int, default=10, help="Instances to simulate (default 10).")
-        run.add_argument("--interval-ms", type=_positive_int, default=1000,
-                         help="Snapshot report interval of each instance (default 1000).")
-        run.add_argument("--proxy-url", default="http://127.0.0.1:8000",
-                         help="Base URL of the Proxy (default http://127.0.0.1:8000, where `up` serves).")
-        run.add_argument("--token", default=None, help="Bearer token (scope instance) sent with every request.")
-        run.add_argument("--duration", type=float, default=None, metavar="S",
-                         help="Report for S seconds, then unregister and stop (default: until Ctrl-C).")
-        run.add_argument("--rounds", type=_positive_int, default=None,
-                         help="Stop after this many report slots per instance.")
-        run.add_argument("--ramp-s", type=float, default=None, metavar="S",
-                         help="Start the fleet over S seconds: an even share registers each interval "
-                              "(default: 200 registrations a second; 0 starts every instance in the first interval).")
-        run.add_argument("--processes", type=_positive_int, default=1,
-                         help="Split the fleet over this many processes (default 1).")
-        run.add_argument("--connections", type=_positive_int, default=64,
-                         help="Keep-alive connections per process, at most (default 64).")
-        run.add_argument("--timeout-s", type=float, default=10.0, help="Timeout of each request (default 10).")
-        run.add_argument("--no-unregister", action="store_true", help="Leave the instances registered at the end.")
-        run.add_argument("--id-prefix", default="sim", help="Instance ids are PREFIX-00000, … (default sim).")
-        run.add_argument("--json", default=None, metavar="PATH", help="Also write the summary as JSON to PATH.")
-        run.add_argument("--no-progress", action="store_true", help="No live view (the summary is still printed).")
-
-        fleet = parser.add_argument_group("fleet")
-        defaults = FleetProfile()
-        fleet.add_argument("--seed", type=int, default=0, help="Seed of every random choice (default 0).")
-        fleet.add_argument("--gpus", type=_gpu_counts, default=defaults.gpu_counts, metavar="N,N,…",
-                           help="GPU counts of the host sizes, picked evenly (default 1,2,4,8).")
-        fleet.add_argument("--unhealthy-gpus", type=_share, default=defaults.unhealthy_gpu_share, metavar="SHARE",
-                           help=f"Share of GPUs unhealthy at any moment (default {defaults.unhealthy_gpu_share}).")
-        fleet.add_argument("--stale-per-hour", type=_rate, default=defaults.stale_per_hour, metavar="RATE",
-                           help=f"Stale spells per host-hour (default {defaults.stale_per_hour}).")
-        fleet.add_argument("--restarts-per-hour", type=_rate, default=defaults.restarts_per_hour, metavar="RATE",
-                           help=f"Agent restarts per host-hour (default {defaults.restarts_per_hour}).")
-        fleet.add_argument("--capabilities", type=_share, default=defaults.capabilities_share, metavar="SHARE",
-                           help=f"Share of instances with typed capabilities (default {defaults.capabilities_share}).")
-        fleet.add_argument("--calm", action="store_true",
-                           help="No stale spells and no restarts: every slot reports (for exact counts).")
+        cli.add_arguments(parser)
 
     def handle(self, *args, **options):
-        config = self.run_config(options)
-        view = ProgressView(config, enabled=not options["no_progress"])
-        with view:
-            stats = run_fleet(config, on_progress=view.update)
-        result = summary(stats, config)
-        console = Console(force_terminal=self.stdout.isatty(), width=120)
-        with console.capture() as capture:
-            console.print(summary_table(result))
-        self.stdout.write(capture.get(), ending="")
-        if options["json"]:
-            Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
+        try:
+            result = cli.run(options, self.stdout)
+        except cli.ConfigError as error:
+            raise CommandError(str(error)) from None
         if result["errors"]:
             raise CommandError(f"{result['errors']} request(s) failed: {result['errors_by_kind']}")
-
-    def run_config(self, options):
-        if options["processes"] > options["instances"]:
-            raise CommandError("--processes cannot exceed --instances")
-        if options["timeout_s"] <= 0 or (options["duration"] is not None and options["duration"] <= 0):
-            raise CommandError("--timeout-s and --duration must be positive")
-        if options["ramp_s"] is not None and options["ramp_s"] < 0:
-            raise CommandError("--ramp-s cannot be negative")
-        profile = FleetProfile(
-            gpu_counts=options["gpus"],
-            unhealthy_gpu_share=options["unhealthy_gpus"],
-            stale_per_hour=0.0 if options["calm"] else options["stale_per_hour"],
-            restarts_per_hour=0.0 if options["calm"] else options["restarts_per_hour"],
-            capabilities_share=options["capabilities"],
-        )
-        return RunConfig(
-            proxy_url=options["proxy_url"],
-            instances=options["instances"],
-            interval_ms=options["interval_ms"],
-            token=options["token"],
-            duration_s=options["duration"],
-            rounds=options["rounds"],
-            seed=options["seed"],
-            id_prefix=options["id_prefix"],
-            profile=profile,
-            processes=options["processes"],
-            connections=options["connections"],
-            timeout_s=options["timeout_s"],
-            unregister=not options["no_unregister"],
-            ramp_s=options["ramp_s"],
-        )

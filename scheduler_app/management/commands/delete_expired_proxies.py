@@ -1,4 +1,4 @@
-from controlplane.tasks import TaskCommand
+from controlplane.ops.tasks import TaskCommand
 
 
 class Command(TaskCommand):

@@ -1,0 +1,77 @@
+"""The hot path's shortcuts: pre-rendered answers, and ``HotWriteView`` for the writes agents send every second.
+
+Each does by hand what DRF would do for every other endpoint, because DRF's
+per-request machinery showed on the ingest profile; the parity tests
+(``tests/controlplane/test_hot_path_parity.py``) hold them to DRF's answers.
+"""
+
+import orjson
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
+from rest_framework import exceptions
+from rest_framework.views import APIView
+
+from controlplane.api import errors
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, write_allowance
+from controlplane.api.parsers import parse_json_body
+
+OK_BODY = b'{"ok":true}'
+
+
+def ok_response():
+    """``{"ok": true}``, pre-rendered: the answer to nearly every heartbeat and
+    snapshot, where building and rendering a DRF Response showed on the profile."""
+    return HttpResponse(OK_BODY, content_type="application/json")
+
+
+def json_response(body):
+    """A JSON answer without DRF's rendering (for ``HotWriteView``)."""
+    return HttpResponse(orjson.dumps(body), content_type="application/json")
+
+
+class HotWriteView(APIView):
+    """A write agents send every second, with the API's rules and without DRF's per-request machinery.
+
+    A snapshot report is most of a Proxy's traffic, and DRF's request
+    wrapping, negotiation and per-request policy objects cost it more than
+    normalising and storing the snapshot. This view applies the very same
+    steps as ``ControlPlaneViewSet``, in the same order and with the same
+    functions (``controlplane.api.auth``, ``parse_json_body``, the error
+    envelope): 405, 401, 415, 400, 403, 429, then ``post(request)`` with
+    ``request.data`` and ``request.auth`` set. It is an APIView only so the
+    OpenAPI schema describes it like every other endpoint.
+    """
+
+    write_scope = None
+    # Declared for the schema (who may call it); dispatch applies them itself.
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [ScopedAccess]
+
+    def dispatch(self, request, *args, **kwargs):
+        response = self._answer(request)
+        response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
+        return response
+
+    def _answer(self, request):
+        try:
+            if request.method != "POST":
+                raise exceptions.MethodNotAllowed(request.method)
+            grant = None
+            if request.META.get("HTTP_AUTHORIZATION"):
+                grant = BearerTokenAuthentication().authenticate(request)[1]
+            body = request.body
+            data = {}
+            if body:  # as DRF: an empty body is no data, whatever its content type
+                if request.content_type != "application/json":
+                    raise exceptions.UnsupportedMediaType(request.content_type)
+                data = parse_json_body(body)
+            allowed, grant = may_access(request, grant, data, self.write_scope)
+            if not allowed:
+                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
+            allowed, retry_after = write_allowance(request, grant, data)
+            if not allowed:
+                raise exceptions.Throttled(retry_after)
+            request.data, request.auth = data, grant
+            return self.post(request)
+        except (exceptions.APIException, RequestDataTooBig) as exc:
+            return errors.envelope_exception_handler(exc, {"view": self})

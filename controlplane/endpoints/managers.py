@@ -1,0 +1,184 @@
+"""Liveness operations shared by every entry that heartbeats (instances, proxies).
+
+The model of a ``LivenessManager`` is a ``controlplane.endpoints.models.RegisteredEndpoint``.
+Every write here is claimed with a conditional UPDATE or DELETE, so two
+processes doing the same work at once (two sweepers, a sweep racing a
+heartbeat) never record a change twice.
+"""
+
+import functools
+
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Q
+
+from controlplane.endpoints import liveness
+from controlplane.endpoints.liveness import ChangeReason, ChangeStatus, Status
+
+
+@functools.lru_cache(maxsize=64)
+def touch_alive_sql(table, pk_column, set_columns=()):
+    """The contact UPDATE of an entry stored as alive and seen within its TTL.
+
+    Sets ``last_seen_at`` and ``set_columns``; the one statement behind every
+    heartbeat and snapshot, here and inside the PostgreSQL ingest statement.
+    Parameters: ``touch_alive_params``.
+    """
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(column)} = %s" for column in ("last_seen_at", *set_columns))
+    return (
+        f"UPDATE {quote(table)} SET {assignments} "
+        f"WHERE {quote(pk_column)} = %s AND {quote('status')} = %s AND {liveness.alive_sql(quote('last_seen_at'))}"
+    )
+
+
+def touch_alive_params(model, pk, now, fields):
+    """Parameters of ``touch_alive_sql`` for ``fields`` (name → value, in the statement's order)."""
+    values = [model._meta.get_field(name).get_db_prep_save(value, connection) for name, value in fields.items()]
+    return [now, *values, pk, Status.ALIVE.value, liveness.alive_since(now, model.ttl_s())]
+
+
+class LivenessQuerySet(models.QuerySet):
+    def alive(self, now):
+        """Entries alive at ``now`` (SPEC 4)."""
+        return self.filter(liveness.alive_q(now, self.model.ttl_s()))
+
+    def in_view(self, include_dead, now):
+        """What a list shows: every entry with ``include_dead``, else the alive ones."""
+        return self if include_dead else self.alive(now)
+
+
+class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
+    def create_or_refresh(self, pk, now, create_fields, refresh):
+        """Register an entry: create it alive, or refresh a known one and revive it.
+
+        ``refresh(entry)`` applies the re-register rules to a known entry.
+        A concurrent first register of the same id lands in the refresh path.
+        Returns the entry.
+        """
+        try:
+            with transaction.atomic():
+                entry = self.create(
+                    **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
+                    **create_fields,
+                )
+                self.model.record_change(pk, ChangeStatus.NONE, Status.ALIVE, ChangeReason.REGISTERED, now)
+                return entry
+        except IntegrityError:
+            pass
+        with transaction.atomic():
+            entry = self.select_for_update().get(pk=pk)
+            old_status = entry.status
+            refresh(entry)
+            entry.last_seen_at = now
+            entry.status = Status.ALIVE
+            entry.save()
+            if old_status != Status.ALIVE:
+                self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
+            return entry
+
+    def touch(self, pk, now, reason, **fields):
+        """Refresh ``last_seen_at`` (and the given fields); False if unknown.
+
+        The common case is one UPDATE on an entry stored as alive and seen
+        within its TTL (``touch_alive``); otherwise ``revive``.
+        """
+        return self.touch_alive(pk, now, fields) or self.revive(pk, now, reason, **fields)
+
+    def touch_alive(self, pk, now, fields=None):
+        """The contact UPDATE alone; False when the entry is unknown, not stored as alive or past its TTL."""
+        fields = fields or {}
+        sql = touch_alive_sql(self.model._meta.db_table, self.model._meta.pk.column, tuple(fields))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, touch_alive_params(self.model, pk, now, fields))
+            return cursor.rowcount == 1
+
+    def revive(self, pk, now, reason, **fields):
+        """Refresh an entry that ``touch_alive`` did not; False if unknown.
+
+        Records its status changes, including a stale spell the sweeper never
+        got to see, each stamped with the moment it happened.
+        """
+        row = self.filter(pk=pk).values_list("status", "last_seen_at").first()
+        if row is None:
+            return False
+        old_status, seen = row
+        ttl_s = self.model.ttl_s()
+        with transaction.atomic():
+            if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(
+                last_seen_at=now, status=Status.ALIVE, **fields
+            ):
+                if old_status != Status.STALE and not liveness.is_alive(seen, now, ttl_s):
+                    went_stale = liveness.status_began_at(Status.STALE, seen, ttl_s, self.model.heartbeat_interval_s())
+                    self.model.record_change(pk, old_status, Status.STALE, ChangeReason.MISSED_HEARTBEATS, went_stale)
+                    old_status = Status.STALE
+                if old_status != Status.ALIVE:
+                    self.model.record_change(pk, old_status, Status.ALIVE, reason, now)
+                return True
+        # Another request refreshed it meanwhile (and recorded any change).
+        return bool(self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields))
+
+    def unregister(self, pk, now):
+        """Delete an entry, recording a last change to ``unregistered``; False if unknown."""
+        with transaction.atomic():
+            old_status = self.filter(pk=pk).values_list("status", flat=True).first()
+            if old_status is None or not self.filter(pk=pk).delete()[0]:
+                return False
+            self.model.record_change(pk, old_status, ChangeStatus.UNREGISTERED, ChangeReason.UNREGISTERED, now)
+        return True
+
+    def sweep(self, now, batch=1000):
+        """Move stored statuses alive → suspect → stale; record each change.
+
+        Each row is claimed with a conditional UPDATE on its old status and
+        last_seen_at, so two sweepers at once never record a change twice and
+        a heartbeat that lands in between is never overwritten. A change is
+        stamped with the moment the new status began, however late the sweep
+        runs. At most ``batch`` rows per call; returns how many changed.
+        """
+        ttl_s, interval_s = self.model.ttl_s(), self.model.heartbeat_interval_s()
+        due = self.filter(
+            (Q(status=Status.ALIVE) & liveness.past_alive_window_q(now, ttl_s, interval_s))
+            | (Q(status=Status.SUSPECT) & liveness.status_q(Status.STALE, now, ttl_s, interval_s))
+        ).values_list("pk", "status", "last_seen_at")[:batch]
+        changed = 0
+        for pk, old_status, seen in list(due):
+            new_status = liveness.status_at(seen, now, ttl_s, interval_s)
+            if new_status == old_status:
+                continue
+            with transaction.atomic():
+                if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(status=new_status):
+                    began = liveness.status_began_at(new_status, seen, ttl_s, interval_s)
+                    self.model.record_change(pk, old_status, new_status, ChangeReason.MISSED_HEARTBEATS, began)
+                    changed += 1
+        return changed
+
+    def delete_expired(self, now, retention_s):
+        """Delete entries not seen for ``retention_s``; returns how many.
+
+        The ``expired`` change is stamped with the moment the retention ran out.
+        """
+        cut = now - retention_s
+        deleted = 0
+        for pk, old_status, seen in list(self.filter(last_seen_at__lt=cut).values_list("pk", "status", "last_seen_at")):
+            with transaction.atomic():
+                if self.filter(pk=pk, last_seen_at__lt=cut).delete()[0]:
+                    self.model.record_change(
+                        pk, old_status, ChangeStatus.EXPIRED, ChangeReason.RETENTION_PASSED, seen + retention_s
+                    )
+                    deleted += 1
+        return deleted
+
+
+class HistoryManager(models.Manager):
+    """Rows that only age out; ``time_field`` holds their epoch seconds."""
+
+    time_field = "at"
+
+    def prune(self, now, keep_s):
+        """Delete rows older than ``keep_s``; returns how many.
+
+        One DELETE on an indexed column (no signals or cascades hang off
+        these models, so Django issues it without loading rows); running it
+        twice at once only deletes nothing the second time.
+        """
+        return self.filter(**{f"{self.time_field}__lt": now - keep_s}).delete()[0]

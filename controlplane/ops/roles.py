@@ -1,0 +1,27 @@
+"""The apps behind each role of ``FLEETWATCH_ROLES``.
+
+An app serves a role by declaring it on its AppConfig, along with what the
+shared base collects from it: ``role``, its ``urls`` module (mounted by
+``controlplane.urls``), ``periodic_tasks`` (``controlplane.ops.tasks``),
+``up_processes(context)`` (``manage.py up``) and ``metrics_collector`` (the
+dotted path of its ``/metrics`` collector). The base never imports an app.
+"""
+
+from django.apps import AppConfig, apps
+
+
+class RoleConfig(AppConfig):
+    """The AppConfig of an app that serves a role: what the shared base collects from it."""
+
+    role = ""
+    metrics_collector = ""  # the dotted path of its /metrics collector
+    periodic_tasks = ()  # its PeriodicTasks (ops.tasks.schedule_of)
+
+    def up_processes(self, up):
+        """What ``manage.py up`` runs for the role besides the web server and the task cluster (ProcessSpecs)."""
+        return []
+
+
+def role_apps(roles):
+    """The AppConfigs of the apps that serve ``roles``, in INSTALLED_APPS order."""
+    return [config for config in apps.get_app_configs() if getattr(config, "role", None) in roles]

@@ -1,0 +1,87 @@
+"""The model bases of a series (SPEC 9): full-resolution points and their minute rollups."""
+
+from django.db import models
+
+from controlplane.endpoints.admission import Admission
+
+
+def figure(kind=models.FloatField):
+    """A figure's column in a series point: null where its input was (never 0 for unknown)."""
+    return kind(null=True, blank=True)
+
+
+def figure_rollup():
+    """A figure's three columns in a minute rollup: ``cpu_min, cpu_avg, cpu_max = figure_rollup()``."""
+    return figure(), figure(), figure()
+
+
+def admission_column():
+    """The admission state of a point; in a rollup, the worst of its minute."""
+    return models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+
+
+class PoolSeriesPoint(models.Model):
+    """One pool summary at full resolution: the figures the charts draw, and the summary itself.
+
+    ``t`` is epoch seconds like every time in this project; these rows live
+    for the full-resolution window only (minutes), then survive as rollups.
+    """
+
+    t = models.FloatField(db_index=True, help_text="Epoch seconds.")
+    alive = figure(models.BigIntegerField)
+    total = figure(models.BigIntegerField)
+    with_resource = figure(models.BigIntegerField)
+    cpu_avg = figure()
+    memory_used_ratio = figure()
+    gpu_util_avg = figure()
+    gpu_mem_used_ratio = figure()
+    network_rx_mbps_total = figure()
+    network_tx_mbps_total = figure()
+    pool_admission_state = admission_column()
+    summary = models.JSONField()
+
+    FIGURES = ("alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
+               "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total")
+    ADMISSION = "pool_admission_state"
+
+    class Meta:
+        abstract = True
+        ordering = ["-t"]
+
+
+class MinuteRollup(models.Model):
+    """One minute of a series folded into min/avg/max per figure (nulls ignored).
+
+    ``minute`` is the minute's start; ``samples`` how many full-resolution
+    rows it folded; each figure of the series has its ``<figure>_min``,
+    ``_avg`` and ``_max`` columns (``figure_rollup``), and the admission
+    column holds the worst state of the minute.
+    """
+
+    minute = models.DateTimeField(db_index=True)
+    samples = models.IntegerField()
+
+    class Meta:
+        abstract = True
+        ordering = ["-minute"]
+
+
+class PoolMinuteRollup(MinuteRollup):
+    """A minute of a pool's summaries: the min, mean and max of each figure of ``PoolSeriesPoint``."""
+
+    alive_min, alive_avg, alive_max = figure_rollup()
+    total_min, total_avg, total_max = figure_rollup()
+    with_resource_min, with_resource_avg, with_resource_max = figure_rollup()
+    cpu_avg_min, cpu_avg_avg, cpu_avg_max = figure_rollup()
+    memory_used_ratio_min, memory_used_ratio_avg, memory_used_ratio_max = figure_rollup()
+    gpu_util_avg_min, gpu_util_avg_avg, gpu_util_avg_max = figure_rollup()
+    gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
+    network_rx_mbps_total_min, network_rx_mbps_total_avg, network_rx_mbps_total_max = figure_rollup()
+    network_tx_mbps_total_min, network_tx_mbps_total_avg, network_tx_mbps_total_max = figure_rollup()
+    pool_admission_state = admission_column()
+
+    FIGURES = PoolSeriesPoint.FIGURES
+    ADMISSION = PoolSeriesPoint.ADMISSION
+
+    class Meta(MinuteRollup.Meta):
+        abstract = True

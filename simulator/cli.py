@@ -1,0 +1,140 @@
+"""The simulator's command line: its options, the run they make, the summary it prints.
+
+``manage.py simulate_fleet`` is this over Django's command plumbing; nothing
+here imports Django (the simulator is a client of the Proxy like any agent).
+"""
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from simulator.config import RunConfig
+from simulator.display import ProgressView, summary_table
+from simulator.model import FleetProfile
+from simulator.processes import run_fleet
+from simulator.stats import summary
+
+HELP = ("Register N synthetic GPU instances at a Proxy and drive them through its HTTP API "
+        "(register, snapshots, heartbeats, unregister); prints a live view and a summary.")
+
+
+class ConfigError(ValueError):
+    """Options that cannot make a run together."""
+
+
+def _bounded(kind, low, below=None):
+    """An argparse type: ``kind(text)``, at least ``low`` and, with ``below``, less than it."""
+
+    def parse(text):
+        value = kind(text)
+        if (value < low) if below is None else not low <= value < below:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+POSITIVE_INT = _bounded(int, 1)
+SHARE = _bounded(float, 0.0, 1.0)
+RATE = _bounded(float, 0.0)
+
+
+def gpu_counts(text):
+    counts = tuple(int(part) for part in text.split(","))
+    if not counts or any(count < 0 for count in counts):
+        raise ValueError(text)
+    return counts
+
+
+def add_arguments(parser):
+    """The run's and the fleet's options, on an argparse parser (the command's)."""
+    run = parser.add_argument_group("run")
+    run.add_argument("--instances", type=POSITIVE_INT, default=10, help="Instances to simulate (default 10).")
+    run.add_argument("--interval-ms", type=POSITIVE_INT, default=1000,
+                     help="Snapshot report interval of each instance (default 1000).")
+    run.add_argument("--proxy-url", default="http://127.0.0.1:8000",
+                     help="Base URL of the Proxy (default http://127.0.0.1:8000, where `up` serves).")
+    run.add_argument("--token", default=None, help="Bearer token (scope instance) sent with every request.")
+    run.add_argument("--duration", type=float, default=None, metavar="S",
+                     help="Report for S seconds, then unregister and stop (default: until Ctrl-C).")
+    run.add_argument("--rounds", type=POSITIVE_INT, default=None,
+                     help="Stop after this many report slots per instance.")
+    run.add_argument("--ramp-s", type=float, default=None, metavar="S",
+                     help="Start the fleet over S seconds: an even share registers each interval "
+                          "(default: 200 registrations a second; 0 starts every instance in the first interval).")
+    run.add_argument("--processes", type=POSITIVE_INT, default=1,
+                     help="Split the fleet over this many processes (default 1).")
+    run.add_argument("--connections", type=POSITIVE_INT, default=64,
+                     help="Keep-alive connections per process, at most (default 64).")
+    run.add_argument("--timeout-s", type=float, default=10.0, help="Timeout of each request (default 10).")
+    run.add_argument("--no-unregister", action="store_true", help="Leave the instances registered at the end.")
+    run.add_argument("--id-prefix", default="sim", help="Instance ids are PREFIX-00000, … (default sim).")
+    run.add_argument("--json", default=None, metavar="PATH", help="Also write the summary as JSON to PATH.")
+    run.add_argument("--no-progress", action="store_true", help="No live view (the summary is still printed).")
+
+    fleet = parser.add_argument_group("fleet")
+    defaults = FleetProfile()
+    fleet.add_argument("--seed", type=int, default=0, help="Seed of every random choice (default 0).")
+    fleet.add_argument("--gpus", type=gpu_counts, default=defaults.gpu_counts, metavar="N,N,…",
+                       help="GPU counts of the host sizes, picked evenly (default 1,2,4,8).")
+    fleet.add_argument("--unhealthy-gpus", type=SHARE, default=defaults.unhealthy_gpu_share, metavar="SHARE",
+                       help=f"Share of GPUs unhealthy at any moment (default {defaults.unhealthy_gpu_share}).")
+    fleet.add_argument("--stale-per-hour", type=RATE, default=defaults.stale_per_hour, metavar="RATE",
+                       help=f"Stale spells per host-hour (default {defaults.stale_per_hour}).")
+    fleet.add_argument("--restarts-per-hour", type=RATE, default=defaults.restarts_per_hour, metavar="RATE",
+                       help=f"Agent restarts per host-hour (default {defaults.restarts_per_hour}).")
+    fleet.add_argument("--capabilities", type=SHARE, default=defaults.capabilities_share, metavar="SHARE",
+                       help=f"Share of instances with typed capabilities (default {defaults.capabilities_share}).")
+    fleet.add_argument("--calm", action="store_true",
+                       help="No stale spells and no restarts: every slot reports (for exact counts).")
+
+
+def run_config(options):
+    """The ``RunConfig`` of parsed options; ``ConfigError`` for a combination the parser cannot refuse."""
+    if options["processes"] > options["instances"]:
+        raise ConfigError("--processes cannot exceed --instances")
+    if options["timeout_s"] <= 0 or (options["duration"] is not None and options["duration"] <= 0):
+        raise ConfigError("--timeout-s and --duration must be positive")
+    if options["ramp_s"] is not None and options["ramp_s"] < 0:
+        raise ConfigError("--ramp-s cannot be negative")
+    profile = FleetProfile(
+        gpu_counts=options["gpus"],
+        unhealthy_gpu_share=options["unhealthy_gpus"],
+        stale_per_hour=0.0 if options["calm"] else options["stale_per_hour"],
+        restarts_per_hour=0.0 if options["calm"] else options["restarts_per_hour"],
+        capabilities_share=options["capabilities"],
+    )
+    return RunConfig(
+        proxy_url=options["proxy_url"],
+        instances=options["instances"],
+        interval_ms=options["interval_ms"],
+        token=options["token"],
+        duration_s=options["duration"],
+        rounds=options["rounds"],
+        seed=options["seed"],
+        id_prefix=options["id_prefix"],
+        profile=profile,
+        processes=options["processes"],
+        connections=options["connections"],
+        timeout_s=options["timeout_s"],
+        unregister=not options["no_unregister"],
+        ramp_s=options["ramp_s"],
+    )
+
+
+def run(options, out):
+    """Run the fleet of ``options`` to its end, printing a live view and the summary on ``out`` (a terminal
+    or not); returns the summary."""
+    config = run_config(options)
+    view = ProgressView(config, enabled=not options["no_progress"])
+    with view:
+        stats = run_fleet(config, on_progress=view.update)
+    result = summary(stats, config)
+    console = Console(force_terminal=out.isatty(), width=120)
+    with console.capture() as capture:
+        console.print(summary_table(result))
+    out.write(capture.get())
+    if options["json"]:
+        Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
+    return result

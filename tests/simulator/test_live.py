@@ -1,0 +1,157 @@
+"""``manage.py simulate_fleet`` against a real Proxy over HTTP (pytest-django's live server).
+
+The live server serves this test database on a real socket. On SQLite the
+test database is in memory and its one connection is shared by the server's
+request threads, so these runs use one HTTP connection: requests reach the
+server one at a time. Runs are bounded by report slots (``--rounds``); the
+assertions are counts that hold however the slots fell on a loaded machine.
+"""
+
+import io
+import json
+import socket
+
+import pytest
+import requests
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from controlplane.api.tokens import ApiToken, Scope
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT_S = 60
+
+
+@pytest.fixture
+def proxy_url(settings, live_server):
+    # These runs test the simulator, not the Proxy's guards.
+    settings.FLEETWATCH_AUTH = False
+    settings.FLEETWATCH_RATE_LIMIT = 0
+    return live_server.url
+
+
+@pytest.fixture
+def simulate(proxy_url, tmp_path):
+    """Run the command to its end; returns (its JSON summary, what it printed)."""
+
+    def _simulate(*args):
+        path = tmp_path / "summary.json"
+        out = io.StringIO()
+        call_command("simulate_fleet", "--proxy-url", proxy_url, "--no-progress", "--json", str(path),
+                     "--connections", "1", "--timeout-s", str(TIMEOUT_S), *args, stdout=out)
+        return json.loads(path.read_text()), out.getvalue()
+
+    return _simulate
+
+
+def listed(url, prefix="sim-", token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = requests.get(url + "/v1/instance/list", params={"include_dead": "true"}, headers=headers,
+                            timeout=TIMEOUT_S)
+    assert response.status_code == 200, response.text
+    return {row["instance_id"]: row for row in response.json() if row["instance_id"].startswith(prefix)}
+
+
+def slots(summary):
+    events = summary["events"]
+    return sum(events.get(name, 0) for name in ("report_slots", "skipped_slots", "backoff_slots", "shed_slots"))
+
+
+def test_its_acknowledged_reports_reach_the_proxy(simulate, proxy_url):
+    summary, printed = simulate("--instances", "5", "--interval-ms", "300", "--rounds", "4", "--calm",
+                                "--no-unregister")
+    rows = listed(proxy_url)
+
+    assert summary["errors"] == 0 and summary["errors_by_kind"] == {}
+    assert summary["sent"] == summary["acknowledged"]
+    assert summary["requests"]["register"]["acknowledged"] == 5
+    assert slots(summary) == 5 * 4
+    assert sorted(rows) == [f"sim-0000{i}" for i in range(5)]
+    # Every acknowledged report was stored: the sequence numbers add up to them.
+    assert all(row["is_alive"] and row["resource"]["report_seq"] >= 1 for row in rows.values())
+    assert sum(row["resource"]["report_seq"] for row in rows.values()) == summary["requests"]["snapshot"][
+        "acknowledged"]
+    assert summary["events"].get("stale_answers", 0) == 0
+    assert "simulate_fleet summary" in printed and "errors: none" in printed
+
+
+def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
+    simulate("--instances", "4", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+             "--gpus", "8", "--capabilities", "0.99")
+    for row in listed(proxy_url).values():
+        resource = row["resource"]
+        gpus = resource["raw_resource"]["devices"]["gpu"]
+        assert len(gpus) == 8
+        assert resource["gpu_count"] == sum(gpu["utilization_sample_ok"] for gpu in gpus)
+        assert resource["gpu_mem_total_mb"] == pytest.approx(sum(gpu["memory_total_mb"] or 0 for gpu in gpus))
+        assert resource["admission_state"] == resource["raw_resource"]["capacity_hint"]["admission_state"]
+        assert row["tags"] == ["h100x8", "simulated"]
+        assert row["capability_fingerprint"].startswith("sha256:")
+        assert row["capabilities"]["parallelism"]["tensor_parallel_size"] == 8
+
+
+def test_it_unregisters_its_instances_at_the_end(simulate, proxy_url):
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm",
+                          "--id-prefix", "gone")
+
+    unregistered = summary["requests"]["unregister"]
+    assert (unregistered["sent"], unregistered["acknowledged"], unregistered["errors"]) == (3, 3, 0)
+    assert listed(proxy_url, prefix="gone-") == {}
+
+
+def test_the_proxy_takes_a_restarted_hosts_reports_as_new(simulate, proxy_url):
+    # Half the slots restart (seed 0: sim-00001 at its first two slots), so the
+    # lower report_seq after a restart arrives after a higher one.
+    summary, _ = simulate("--instances", "4", "--interval-ms", "500", "--rounds", "6", "--stale-per-hour", "0",
+                          "--restarts-per-hour", str(0.5 * 3_600_000 / 500), "--no-unregister")
+    rows = listed(proxy_url)
+
+    assert summary["events"]["restarts"] >= 2
+    assert summary["requests"]["register"]["acknowledged"] == 4 + summary["events"]["restarts"]
+    # A restart's report_seq starts over with a newer wall time: never taken as a late report.
+    assert summary["events"].get("stale_answers", 0) == 0
+    assert summary["errors"] == 0
+    assert sum(row["resource"]["report_seq"] for row in rows.values()) < summary["requests"]["snapshot"][
+        "acknowledged"]
+
+
+def test_it_reports_with_a_bearer_token_when_auth_is_on(simulate, proxy_url, settings):
+    settings.FLEETWATCH_AUTH = True
+    _, secret = ApiToken.objects.issue("simulator", Scope.INSTANCE)
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+                          "--token", secret)
+
+    assert summary["errors"] == 0 and summary["requests"]["register"]["acknowledged"] == 3
+    assert sorted(listed(proxy_url, token=secret)) == ["sim-00000", "sim-00001", "sim-00002"]
+
+
+def test_without_a_token_it_counts_the_proxys_refusals(simulate, settings, tmp_path):
+    settings.FLEETWATCH_AUTH = True
+    with pytest.raises(CommandError, match="http_401"):
+        simulate("--instances", "2", "--interval-ms", "100", "--rounds", "2", "--calm")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+
+    assert summary["acknowledged"] == 0
+    assert summary["errors_by_kind"] == {"http_401": summary["sent"]}
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_it_fails_with_the_errors_by_kind_when_the_proxy_is_unreachable(tmp_path):
+    path = tmp_path / "summary.json"
+    with pytest.raises(CommandError, match="connection_error"):
+        call_command("simulate_fleet", "--proxy-url", f"http://127.0.0.1:{closed_port()}", "--instances", "2",
+                     "--interval-ms", "50", "--rounds", "2", "--no-progress", "--json", str(path), stdout=io.StringIO())
+    summary = json.loads(path.read_text())
+    assert summary["acknowledged"] == 0
+    assert set(summary["errors_by_kind"]) == {"connection_error"}
+
+
+def test_it_refuses_more_processes_than_instances():
+    with pytest.raises(CommandError, match="--processes"):
+        call_command("simulate_fleet", "--instances", "2", "--processes", "3", stdout=io.StringIO())
