@@ -59,6 +59,8 @@ def pool_view(summary, reported_at, now):
         **figures,
         "memory_used_pct": as_percent(figures["memory_used_ratio"]),
         "gpu_mem_used_pct": as_percent(figures["gpu_mem_used_ratio"]),
+        "kv_cache_usage_max_pct": as_percent(figures["kv_cache_usage_max"]),
+        "saturation_pct": as_percent(figures["saturation"]),
         "gpu_count_total": whole(utilization.get("gpu_count_total")),
         "admission_reason": summary.get("pool_admission_reason") if isinstance(summary, dict) else None,
         **{state: whole(instances.get(state)) for state in Admission.values},
