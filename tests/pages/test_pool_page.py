@@ -181,3 +181,24 @@ def test_it_reads_the_same_number_of_queries_for_3_or_40_instances(staff, frozen
         cpu_host(f"i-{i}")
     assert queries() == few
     assert few <= 10  # session and user, the summary (3), status counts, the link, count and page
+
+
+@pytest.mark.parametrize("configured, shown", [
+    (False, "capacity not configured"),  # the default 8: 12 in flight is no share of anything
+    (True, "capacity 8 · load 150.0 %"),
+])
+def test_it_shows_a_load_only_against_a_configured_capacity(page, frozen, settings, cpu_host, instance_heartbeat,
+                                                             configured, shown):
+    settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 8, configured
+    cpu_host("cpu-1")
+    instance_heartbeat("cpu-1", inflight=12, qps_1m=3.25)
+    note = one(page("/pool/"), "pool-load-note")
+    assert note == f"3.25 qps · {shown}"
+    assert configured or "%" not in note
+
+
+def test_a_pool_without_capacity_says_none_is_declared(page, frozen, settings, cpu_host, instance_heartbeat):
+    settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 0, True
+    cpu_host("cpu-1")
+    instance_heartbeat("cpu-1", inflight=3)
+    assert one(page("/pool/"), "pool-load-note") == "– qps · no capacity declared"
