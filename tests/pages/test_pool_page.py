@@ -202,3 +202,17 @@ def test_a_pool_without_capacity_says_none_is_declared(page, frozen, settings, c
     cpu_host("cpu-1")
     instance_heartbeat("cpu-1", inflight=3)
     assert one(page("/pool/"), "pool-load-note") == "– qps · no capacity declared"
+
+
+def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, frozen, cpu_host):
+    cpu_host("old", admission="accepting")
+    frozen.shift(45)  # past the TTL
+    cpu_host("new", admission="accepting")
+    for view in ("table", "cards"):
+        html = page(f"/pool/?view={view}")
+        old = html.split('data-instance-id="old"')[1].split('data-instance-id="new"')[0] if view == "cards" else \
+            html.split('data-instance-id="old"')[1].split("</tr>")[0]
+        assert 'data-admission-current="false"' in old and "last: accepting" in old, view
+        assert "badge--ok" not in old, view  # no green badge for a host taking no work
+        new = html.split('data-instance-id="new"')[1]
+        assert '<span class="badge badge--ok" data-admission-current="true">accepting</span>' in new, view
