@@ -128,8 +128,8 @@ def test_it_lists_status_changes_newest_first(page, frozen, cpu_host, report):
     frozen.shift(45)
     report("flappy")
     text = text_of(page("/pool/instances/flappy/").split('aria-label="Status changes"')[1])
-    assert text.index("stale → alive snapshot") < text.index("alive → stale missed heartbeats") < text.index(
-        "– → alive registered")
+    assert text.index("stale → alive snapshot") < text.index("suspect → stale missed heartbeats") < text.index(
+        "alive → suspect missed heartbeats") < text.index("– → alive registered")
     assert "2026-01-01 00:00:30 UTC (15 s ago)" in text  # stale when the TTL ran out, not when noticed
 
 
