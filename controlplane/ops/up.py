@@ -27,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agent.launch import DEFAULT_LISTEN as AGENT_DEFAULT_LISTEN
 from controlplane.ops.local_tokens import LocalTokens
 from controlplane.ops.roles import role_apps
 from controlplane.ops.supervisor import Supervisor, child_env
@@ -117,8 +118,10 @@ def run(out, *, host, port, start_agent, workers, agent_listen):
     if not settings.FLEETWATCH_AUTH:
         log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
+    # The agent page names up's own agent by its address.
+    own_agent = (agent_listen or AGENT_DEFAULT_LISTEN) if start_agent and "proxy" in roles else None
     env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port,
-                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir())
+                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir(), FLEETWATCH_UP_AGENT_LISTEN=own_agent)
     manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
     supervisor = Supervisor()
     supervisor.install_signal_handlers()
