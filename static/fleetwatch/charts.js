@@ -253,6 +253,7 @@
     var groups = Array.prototype.map.call(document.querySelectorAll("section[data-charts]"), function (s) {
       return new Group(s);
     });
+    window.fleetwatchCharts = groups;  // for a look from the console (and the browser tests)
     groups.forEach(function (g) { g.load(true); });
     document.addEventListener("fw:tick", function (event) {
       groups.forEach(function (g) { g.tick(event.detail.interval); });
