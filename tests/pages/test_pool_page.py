@@ -38,7 +38,7 @@ def test_it_lists_each_instance_with_status_age_admission_and_bars(page, frozen,
     assert row_ids(html) == ["cpu-1", "gpu-1"]
     _, gpu_row = row_of(html, "gpu-1")
     assert gpu_row.startswith("alive gpu-1 10.0.0.1:8000 12 s ago accepting 42.0 % 25.0 % 60.0 % 50.0 %")
-    assert "1.0 Mbit/s / 2.0 Mbit/s" in gpu_row
+    assert "↓ 1.0 Mbit/s ↑ 2.0 Mbit/s" in gpu_row
     _, cpu_row = row_of(html, "cpu-1")
     assert "degraded 7.5 % 75.0 % no GPU –" in cpu_row
     assert one(html, "pool-alive") == "2"
@@ -64,7 +64,7 @@ def test_it_shows_a_dash_for_what_an_instance_has_not_reported(page, frozen, reg
     html = page("/pool/")
     assert "no resource report yet" in row_of(html, "silent")[1]
     partial = row_of(html, "partial")[1]
-    assert "– 25.0 %" in partial and "– / –" in partial
+    assert "– 25.0 %" in partial and "↓ – ↑ –" in partial
 
 
 def test_it_never_prints_an_epoch_number_outside_the_raw_json(page, frozen, gpu_host):
