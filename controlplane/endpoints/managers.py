@@ -157,7 +157,8 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         last_seen_at, so two sweepers at once never record a change twice and
         a heartbeat that lands in between is never overwritten. A change is
         stamped with the moment the new status began, however late the sweep
-        runs. At most ``batch`` rows per call; returns how many changed.
+        runs, and a sweep past the TTL records the suspect spell before the
+        stale one (``record_missed``). At most ``batch`` rows per call; returns how many changed.
         """
         ttl_s, interval_s = self.model.ttl_s(), self.model.heartbeat_interval_s()
         due = self.filter(
