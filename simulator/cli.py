@@ -23,6 +23,21 @@ class ConfigError(ValueError):
     """Options that cannot make a run together."""
 
 
+# What to do about a refusal the Proxy's auth gave (SPEC 10), by error kind.
+AUTH_HINTS = {
+    "http_401": ("the Proxy wants a token (auth is on by default): pass --token with one of scope instance, "
+                 "e.g. TOKEN=$(./fw manage create_token --scope instance --name simulator | tail -n 1)"),
+    "http_403": "the Proxy refused the token: it needs scope instance (and, if bound, to these instance ids)",
+}
+
+
+def failure(result):
+    """What the command says when requests failed: their kinds, and what to pass where auth refused them."""
+    message = f"{result['errors']} request(s) failed: {result['errors_by_kind']}"
+    hints = [hint for kind, hint in AUTH_HINTS.items() if kind in result["errors_by_kind"]]
+    return "; ".join([message, *hints])
+
+
 def _bounded(kind, low, below=None):
     """An argparse type: ``kind(text)``, at least ``low`` and, with ``below``, less than it."""
 

@@ -15,6 +15,7 @@ Two kinds of figures:
 import os
 import time
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -42,6 +43,16 @@ DURATION = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+STATIC_PREFIX = "/" + settings.STATIC_URL.lstrip("/")
+
+
+def view_label(request):
+    """The ``view`` label of an answer: its URL name; ``static`` for the static files (WhiteNoise answers
+    them before any URL is resolved), ``unmatched`` for any other path no URL names."""
+    match = request.resolver_match
+    if match:
+        return match.url_name or match.view_name
+    return "static" if request.path_info.startswith(STATIC_PREFIX) else "unmatched"
 
 
 class RequestMetricsMiddleware:
@@ -53,9 +64,7 @@ class RequestMetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        match = request.resolver_match
-        view = (match.url_name or match.view_name) if match else "unmatched"
-        REQUESTS.labels(view, request.method, str(response.status_code)).inc()
+        REQUESTS.labels(view_label(request), request.method, str(response.status_code)).inc()
         DURATION.observe(time.perf_counter() - started)
         return response
 
