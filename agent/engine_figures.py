@@ -53,7 +53,7 @@ def histogram_quantile(q, buckets):
 
 def same_bounds(one, other):
     """Whether two histograms have the same bucket bounds."""
-    return len(one) == len(other) and all(a[0] == b[0] for a, b in zip(one, other))
+    return [le for le, _ in one] == [le for le, _ in other]
 
 
 def bucket_deltas(now, base):

@@ -34,6 +34,7 @@ from agent import AGENT_VERSION
 from agent.capabilities import fingerprint, parse_capabilities
 from agent.capacity import AdmissionThresholds, capacity_hint
 from agent.snapshot import SCHEMA_VERSION
+from simulator.engines import SimulatedEngine
 from simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"
@@ -42,8 +43,6 @@ ENDPOINTS = ["chat/completions", "completions"]
 GPU_WINDOW_MS = 5000
 MAX_WINDOW_SAMPLES = 10
 THRESHOLDS = AdmissionThresholds()
-
-
 
 
 @dataclass(frozen=True)
@@ -91,6 +90,10 @@ class FleetProfile:
     stale_spell_s: tuple = (15.0, 90.0)  # a spell's length, uniform in this range
     restarts_per_hour: float = 0.5  # agent restarts per host-hour
     capabilities_share: float = 0.5  # of instances registering typed capabilities
+    engines: bool = True  # GPU hosts run a vLLM server the agent scrapes (SPEC 13)
+    engine_fault_share: float = 0.02  # of engines failing to answer at any moment
+    engine_fault_mean_s: float = 60.0  # how long an engine fault lasts on average
+    engine_bursts_per_hour: float = 4.0  # request bursts per engine-hour
 
     @classmethod
     def calm(cls, **overrides):
@@ -164,6 +167,9 @@ class SimulatedHost:
         samples = clamp(round(GPU_WINDOW_MS / interval_ms), 1, MAX_WINDOW_SAMPLES)
         self.window_ms = samples * interval_ms
         self.gpus = [SimulatedGpu(i, shape.gpu, rng, samples, self.kv_fraction) for i in range(shape.gpu_count)]
+        adapters = (self.capabilities or {}).get("adapters") or [{}]
+        self.engine = SimulatedEngine(seed, index, shape.model, shape.gpu_count, profile,
+                                      adapters[0].get("identifier")) if profile.engines and shape.gpu_count else None
         for gpu in self.gpus:  # start in the long-run state, not all healthy
             if rng.random() < profile.unhealthy_gpu_share:
                 gpu.step_fault(rng, 1.0, 0.0)
@@ -223,6 +229,8 @@ class SimulatedHost:
         self.sample_lag_ms = self._draw_sample_lag()
         for gpu in self.gpus:
             gpu.restart()
+        if self.engine is not None:
+            self.engine.agent_restarted()
         self.restarts += 1
 
     # --- bodies ---------------------------------------------------------------
@@ -296,7 +304,11 @@ class SimulatedHost:
         memory = self._memory()
         devices = {"cpu": cpu, "memory": memory, "network": self._network(), "disk": self._disk(), "gpu": gpus}
         self.fresh = False
-        return {
+        engines = None
+        if self.engine is not None:
+            self.engine.advance(timestamp_ms, self.load)
+            engines = self.engine.objects(timestamp_ms)
+        snapshot = {
             "schema_version": SCHEMA_VERSION,
             "agent_version": SIMULATED_AGENT_VERSION,
             "instance_id": self.instance_id,
@@ -305,8 +317,11 @@ class SimulatedHost:
             "devices": devices,
             "runtime": {},
             "gpu_status": "ok" if gpus else "no_gpu",
-            "capacity_hint": capacity_hint(memory, cpu, gpus, THRESHOLDS),
+            "capacity_hint": capacity_hint(memory, cpu, gpus, THRESHOLDS, engines),
         }
+        if engines is not None:
+            snapshot["engines"] = engines
+        return snapshot
 
     def _cpu(self):
         shape, load = self.shape, self.load
