@@ -9,14 +9,10 @@ import statistics
 import pytest
 
 from agent.capabilities import fingerprint, parse_capabilities
-from agent.gpu import HARDWARE_EVENT_FIELDS, GpuMonitor
-from agent.sampler import HostSampler
-from agent.snapshot import SnapshotBuilder
+from agent.gpu import HARDWARE_EVENT_FIELDS
 from proxy_app.normalise import normalise_snapshot
 from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
 from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms
-from tests.agent.conftest import FakeClock, FakeSource
-from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 from tests.factories import T0, T0_MS
 
 INTERVAL_MS = 1000
@@ -34,20 +30,6 @@ def run_rounds(hosts, rounds, interval_ms=INTERVAL_MS):
 
 def reports(hosts, rounds, interval_ms=INTERVAL_MS):
     return [body for _, _, _, body in run_rounds(hosts, rounds, interval_ms) if body is not None]
-
-
-@pytest.fixture
-def agent_snapshot():
-    """A snapshot of our real agent (fake NVML and counters), taken after a first sample like every report."""
-    clock = FakeClock(start_ms=0)
-    wall = lambda: T0_MS + clock.ms()  # noqa: E731
-    gpus = GpuMonitor(FakeNvml([FakeGpu(uuid="GPU-a", utilization=30, memory_used=10 * GIB)]), clock_ms=clock.ms,
-                      clock_wall_ms=wall)
-    gpus.open()
-    builder = SnapshotBuilder(HostSampler(FakeSource(), clock.ms), gpus, "agent-1", "gpu-host", clock_wall_ms=wall)
-    builder.take()
-    clock.advance(1000)
-    return builder.take()
 
 
 def test_it_writes_every_field_of_the_agents_snapshot_in_the_agents_order(agent_snapshot):
@@ -90,15 +72,20 @@ def test_it_sends_the_reporters_body_and_metadata():
 
 
 def spec_admission(snapshot):
-    """SPEC 2.2's rule, written out again here from the SPEC's words."""
+    """SPEC 2.2's rule with SPEC 13's engine rules, written out again here from the SPEC's words."""
     memory, cpu = snapshot["devices"]["memory"], snapshot["devices"]["cpu"]
     gpus = snapshot["devices"]["gpu"]
-    if memory["free_mb"] / memory["total_mb"] < 0.05 or any(gpu["health"] == "error" for gpu in gpus):
+    engines = snapshot.get("engines", [])
+    ok_engines = [engine for engine in engines if engine["status"] == "ok"]
+    if (memory["free_mb"] / memory["total_mb"] < 0.05 or any(gpu["health"] == "error" for gpu in gpus)
+            or (engines and not ok_engines)):
         return "rejecting"
     gpu_memory_full = any(gpu["memory_used_mb"] is not None and gpu["memory_used_mb"] / gpu["memory_total_mb"] > 0.97
                           for gpu in gpus)
     cpu_busy = cpu["utilization_pct"] is not None and cpu["utilization_pct"] > 95
-    if cpu_busy or gpu_memory_full or any(gpu["health"] == "degraded" for gpu in gpus):
+    engine_full = any(engine["kv_cache_usage_ratio"] >= 0.95 or engine["requests_waiting"] >= 32
+                      for engine in ok_engines)
+    if cpu_busy or gpu_memory_full or engine_full or any(gpu["health"] == "degraded" for gpu in gpus):
         return "degraded"
     return "accepting"
 
