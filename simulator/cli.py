@@ -89,9 +89,11 @@ def add_arguments(parser):
     fleet.add_argument("--no-engines", action="store_true",
                        help="No serving engines: snapshots without SPEC 13's engines list.")
     fleet.add_argument("--engine-faults", type=SHARE, default=defaults.engine_fault_share, metavar="SHARE",
-                       help=f"Share of engines failing to answer at any moment (default {defaults.engine_fault_share}).")
+                       help="Share of engines failing to answer at any moment "
+                            f"(default {defaults.engine_fault_share}).")
     fleet.add_argument("--engine-bursts-per-hour", type=RATE, default=defaults.engine_bursts_per_hour,
-                       metavar="RATE", help=f"Request bursts per engine-hour (default {defaults.engine_bursts_per_hour}).")
+                       metavar="RATE",
+                       help=f"Request bursts per engine-hour (default {defaults.engine_bursts_per_hour}).")
     fleet.add_argument("--calm", action="store_true",
                        help="No stale spells and no restarts: every slot reports (for exact counts).")
 
