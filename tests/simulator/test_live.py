@@ -91,6 +91,22 @@ def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
         assert row["capabilities"]["parallelism"]["tensor_parallel_size"] == 8
 
 
+def test_its_engines_reach_the_proxy_and_can_be_turned_off(simulate, proxy_url):
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+                          "--gpus", "2", "--engine-faults", "0")
+    rows = listed(proxy_url)
+    assert summary["errors"] == 0 and len(rows) == 3
+    for row in rows.values():
+        [engine] = row["resource"]["raw_resource"]["engines"]
+        assert (engine["kind"], engine["status"], engine["model"]) == ("vllm", "ok", "meta-llama/Llama-3.1-8B-Instruct")
+        assert engine["requests_waiting"] >= 0 and 0.0 <= engine["kv_cache_usage_ratio"] <= 1.0
+
+    simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+             "--gpus", "2", "--id-prefix", "plain", "--no-engines")
+    plain = listed(proxy_url, prefix="plain-")
+    assert len(plain) == 3 and all("engines" not in row["resource"]["raw_resource"] for row in plain.values())
+
+
 def test_it_unregisters_its_instances_at_the_end(simulate, proxy_url):
     summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm",
                           "--id-prefix", "gone")
