@@ -58,9 +58,10 @@ def same_bounds(one, other):
 
 def bucket_deltas(now, base):
     """Per-bucket difference of two cumulative histograms with the same bounds; None if they differ."""
-    if base is None or not same_bounds(now, base):
+    if base is None or len(now) != len(base):
         return None
-    return tuple((le, count - before) for (le, count), (_, before) in zip(now, base))
+    deltas = [(le, count - before) for (le, count), (base_le, before) in zip(now, base) if le == base_le]
+    return tuple(deltas) if len(deltas) == len(now) else None
 
 
 def went_down(now: EngineReading, before: EngineReading) -> bool:
