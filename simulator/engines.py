@@ -1,7 +1,10 @@
 """Synthetic serving engines: a vLLM server on a simulated host, as a queue (pure, no network, no clock).
 
-Each GPU host runs one vLLM server over all its GPUs (tensor parallel), which
-the agent would scrape at ``ENGINE_URL``. Requests arrive at a rate that
+Each GPU host runs one vLLM server over all its GPUs, which the agent would
+scrape at ``ENGINE_URL``: one engine over every GPU (tensor parallel) or, on
+a share of the larger hosts, two data-parallel engines (labelled ``0`` and
+``1``) of half the GPUs each, the server sending each request to the engine
+with the shorter queue. Requests arrive at a rate that
 follows the host's load level (a seeded mean-reverting walk) and its own
 bursts; the engine runs at most ``max_num_seqs`` of them at once (4–8 per
 GPU) while their KV cache fits, and the rest wait. Waiting grows while
@@ -36,7 +39,7 @@ from agent.engine_figures import HTTP_ERROR, TIMEOUT, UNREACHABLE, EngineTracker
 from agent.engine_reading import VLLM, EngineReading
 
 ENGINE_URL = "http://127.0.0.1:8000"
-ENGINE_INDEX = "0"  # vLLM labels its only engine "0" when it is not data parallel
+DATA_PARALLEL_SHARE = 0.25  # of the hosts with 4 GPUs or more: two engines of half the GPUs each
 WINDOW_MS = 10_000  # the agent's default window
 SCRAPE_TIMEOUT_MS = 500  # the agent's default scrape timeout
 # vLLM 0.32's bucket bounds of vllm:time_to_first_token_seconds and vllm:inter_token_latency_seconds.
@@ -58,6 +61,7 @@ FAULT_ERRORS = {
 }
 # Fields of a running request (a list, for speed).
 PROMPT, OUTPUT, GENERATED, ADAPTER = range(4)
+COUNTERS = ("prompt_tokens", "generation_tokens", "prefix_hits", "prefix_queries", "preemptions")
 
 
 def poisson(rng: Random, mean):
@@ -82,99 +86,64 @@ def chain_step(rng: Random, ill, share, mean_s, dt_s):
     return (True, True) if rng.random() < fall else (False, False)
 
 
-class SimulatedEngine:
-    """One host's vLLM server: its queue, its batch, its KV cache, what it exports and the agent reads."""
+def host_engine(seed, index, shape, profile, capabilities):
+    """The vLLM server of a host of ``shape``, or None (engines off, no GPUs).
 
-    def __init__(self, seed, index, model, gpu_count, profile, adapter=None):
-        rng = self.rng = Random(f"fleetwatch-simulator-engine:{seed}:{index}")
-        self.model = model
-        self.profile = profile
-        self.adapter = adapter  # a LoRA adapter it serves (with vLLM's LoRA info), or None
-        self.max_num_seqs = gpu_count * rng.randint(4, 8)
-        self.prompt_mean = rng.uniform(400.0, 3000.0)
-        self.output_mean = rng.uniform(150.0, 600.0)
-        self.itl_s = rng.uniform(0.015, 0.045)  # per token, for a lone request
-        self.prefill_tokens_per_s = 8000.0 * gpu_count ** 0.7 * rng.uniform(0.7, 1.3)
+    Serves the host's model and, when its capabilities list an adapter, that
+    LoRA adapter; a data-parallel server's layout is written into the
+    capabilities' ``parallelism``, so the two say the same.
+    """
+    if not profile.engines or not shape.gpu_count:
+        return None
+    layout = Random(f"fleetwatch-simulator-layout:{seed}:{index}")
+    data_parallel = 2 if shape.gpu_count >= 4 and layout.random() < DATA_PARALLEL_SHARE else 1
+    adapters = capabilities["adapters"] if capabilities else []
+    engine = SimulatedEngine(seed, index, shape.model, shape.gpu_count, profile,
+                             adapters[0]["identifier"] if adapters else None, data_parallel)
+    if capabilities and data_parallel > 1:
+        capabilities["parallelism"].update(tensor_parallel_size=shape.gpu_count // data_parallel,
+                                           data_parallel_size=data_parallel)
+    return engine
+
+
+class EngineRank:
+    """One engine of a server (all of it, without data parallelism): its queue, batch and KV cache."""
+
+    def __init__(self, server, index, gpu_count):
+        self.server = server
+        self.rng = server.rng
+        self.index = index
+        self.max_num_seqs = gpu_count * server.seqs_per_gpu
+        self.prefill_tokens_per_s = 8000.0 * gpu_count ** 0.7 * server.prefill_factor
         # Sized so that a full batch of average requests fills 60–100 % of the cache.
-        full_batch = self.max_num_seqs * (self.prompt_mean + self.output_mean / 2)
-        self.capacity_tokens = 16 * max(1, round(full_batch * rng.uniform(1.0, 1.6) / 16))
-        self.hit_share = rng.uniform(0.05, 0.6)  # prompt tokens its prefix cache holds, on average
-        service_s = self.output_mean * self.itl_s * 1.6 + self.prompt_mean / self.prefill_tokens_per_s
+        full_batch = self.max_num_seqs * (server.prompt_mean + server.output_mean / 2)
+        self.capacity_tokens = 16 * max(1, round(full_batch * server.cache_factor / 16))
+        service_s = server.output_mean * server.itl_s * 1.6 + server.prompt_mean / self.prefill_tokens_per_s
         self.service_rate = self.max_num_seqs / service_s  # requests a second it finishes when full
-        self.fault = None
-        self.burst_left_s, self.burst_factor = 0.0, 1.0
-        self._last_ms = None
-        self._reset_server()
-        self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
-        # What happened, for tests.
-        self.bursts = 0
-        self.faults = 0
-        self.given_up = 0
-        if rng.random() < profile.engine_fault_share:  # start in the long-run state
-            self._fall_ill()
+        self.given_up = 0  # requests that left the queue unserved, for tests
+        self.reset()
 
-    def _reset_server(self):
+    def reset(self):
         """A vLLM process starting: nothing queued or running, counters from zero."""
         self.waiting = deque()  # [arrival wall ms, requests], oldest first
         self.waiting_count = 0
         self.preempted = []  # running requests pushed back to the queue's head
         self.running = []
         self.kv_used = 0.0
-        self.counters = dict.fromkeys(("prompt_tokens", "generation_tokens", "prefix_hits", "prefix_queries",
-                                       "preemptions"), 0.0)
+        self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.ttft_counts = [0] * len(TTFT_BOUNDS)
         self.itl_counts = [0] * len(ITL_BOUNDS)
-
-    def agent_restarted(self):
-        """A new agent process: its tracker has no windows yet (the engine itself runs on)."""
-        self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
 
     @property
     def requests_waiting(self):
         return self.waiting_count + len(self.preempted)
 
-    # --- the queue model ---------------------------------------------------------
+    @property
+    def queued(self):
+        """Requests it holds, running or waiting (what the server balances on)."""
+        return len(self.running) + self.waiting_count + len(self.preempted)
 
-    def advance(self, now_ms, load):
-        """Run the engine up to wall time ``now_ms`` at the host's ``load`` (0–1)."""
-        if self._last_ms is None:
-            gap_s = 1.0
-        else:
-            gap_s = min(MAX_GAP_S, max(0.0, (now_ms - self._last_ms) / 1000.0))
-        self._last_ms = now_ms
-        if gap_s <= 0.0:
-            return
-        self._step_fault(gap_s)
-        steps = math.ceil(gap_s / MAX_STEP_S)
-        for step in range(steps, 0, -1):
-            if self.fault != UNREACHABLE:  # a server that is down serves nothing
-                self._step(now_ms - (step - 1) * gap_s * 1000.0 / steps, gap_s / steps, load)
-
-    def _step_fault(self, dt_s):
-        profile = self.profile
-        ill, changed = chain_step(self.rng, self.fault is not None, profile.engine_fault_share,
-                                  profile.engine_fault_mean_s, dt_s)
-        if changed:
-            if ill:
-                self._fall_ill()
-            else:
-                self.fault = None
-
-    def _fall_ill(self):
-        self.fault = self.rng.choices(FAULTS, FAULT_WEIGHTS)[0]
-        self.faults += 1
-        if self.fault == UNREACHABLE:
-            self._reset_server()  # the server died: its queue and counters with it
-
-    def _step(self, now_ms, dt_s, load):
-        rng = self.rng
-        if self.burst_left_s > 0.0:
-            self.burst_left_s -= dt_s
-        elif rng.random() < min(1.0, self.profile.engine_bursts_per_hour * dt_s / 3600.0):
-            self.burst_left_s, self.burst_factor = rng.uniform(20.0, 120.0), rng.uniform(1.5, 3.0)
-            self.bursts += 1
-        burst = self.burst_factor if self.burst_left_s > 0.0 else 1.0
-        arrivals = poisson(rng, self.service_rate * load * burst * dt_s)
+    def step(self, now_ms, dt_s, arrivals):
         self._decode(dt_s)
         self._give_up(now_ms)
         self._admit(now_ms, arrivals)
@@ -184,7 +153,7 @@ class SimulatedEngine:
         running = self.running
         if not running:
             return
-        itl = self.itl_s * (1.0 + 0.6 * len(running) / self.max_num_seqs)  # a fuller batch decodes slower
+        itl = self.server.itl_s * (1.0 + 0.6 * len(running) / self.max_num_seqs)  # a fuller batch decodes slower
         tokens = dt_s / itl
         generated, still = 0.0, []
         for request in running:
@@ -246,35 +215,34 @@ class SimulatedEngine:
     def _start(self, waited_s):
         """Start one request that waited ``waited_s``, if its prompt fits the cache; observe its TTFT."""
         rng, cap = self.rng, self.capacity_tokens / 4
-        prompt = round(min(cap, rng.lognormvariate(math.log(self.prompt_mean) - LENGTH_SIGMA ** 2 / 2,
+        server = self.server
+        prompt = round(min(cap, rng.lognormvariate(math.log(server.prompt_mean) - LENGTH_SIGMA ** 2 / 2,
                                                    LENGTH_SIGMA)))
         if not self._fits(prompt):
             return False
-        output = max(1, round(min(cap, rng.lognormvariate(math.log(self.output_mean) - LENGTH_SIGMA ** 2 / 2,
+        output = max(1, round(min(cap, rng.lognormvariate(math.log(server.output_mean) - LENGTH_SIGMA ** 2 / 2,
                                                           LENGTH_SIGMA))))
-        adapter = self.adapter is not None and rng.random() < 0.3
+        adapter = server.adapter is not None and rng.random() < 0.3
         self.running.append([prompt, output, 1.0, adapter])  # the prefill gives the first token
         self.kv_used += prompt + 1
         counters = self.counters
         counters["prompt_tokens"] += prompt
         counters["generation_tokens"] += 1
         counters["prefix_queries"] += prompt
-        counters["prefix_hits"] += round(prompt * min(1.0, self.hit_share * (0.5 + rng.random())))
+        counters["prefix_hits"] += round(prompt * min(1.0, server.hit_share * (0.5 + rng.random())))
         ttft = waited_s + 0.01 + prompt / self.prefill_tokens_per_s
         self.ttft_counts[bisect_left(TTFT_BOUNDS, ttft)] += 1
         return True
 
-    # --- what the agent reports ----------------------------------------------------
-
     def reading(self) -> EngineReading:
-        """What a scrape of the engine's ``/metrics`` says now, as the agent reads it."""
-        lora = None
-        if self.adapter is not None:
-            running = [self.adapter] if any(request[ADAPTER] for request in self.running) else []
-            waiting = [self.adapter] if self.requests_waiting * 0.3 >= 0.5 else []
+        """What a scrape of the server's ``/metrics`` says of this engine now, as the agent reads it."""
+        adapter, lora = self.server.adapter, None
+        if adapter is not None:
+            running = [adapter] if any(request[ADAPTER] for request in self.running) else []
+            waiting = [adapter] if self.requests_waiting * 0.3 >= 0.5 else []
             lora = {"max": 4, "running": running, "waiting": waiting}
         return EngineReading(
-            model=self.model, engine_index=ENGINE_INDEX,
+            model=self.server.model, engine_index=self.index,
             requests_running=len(self.running), requests_waiting=self.requests_waiting,
             kv_cache_usage_ratio=round(min(1.0, self.kv_used / self.capacity_tokens), 4),
             kv_cache_capacity_tokens=self.capacity_tokens, lora=lora, sleeping=False,
@@ -283,12 +251,100 @@ class SimulatedEngine:
                         "itl": tuple(zip(ITL_BOUNDS, accumulate(self.itl_counts)))},
         )
 
+
+class SimulatedEngine:
+    """One host's vLLM server: its engines, the requests it receives, its faults, what the agent reads."""
+
+    def __init__(self, seed, index, model, gpu_count, profile, adapter=None, data_parallel=1):
+        rng = self.rng = Random(f"fleetwatch-simulator-engine:{seed}:{index}")
+        self.model = model
+        self.profile = profile
+        self.adapter = adapter  # a LoRA adapter it serves (with vLLM's LoRA info), or None
+        # The traffic and the configuration, the same for each of its engines.
+        self.seqs_per_gpu = rng.randint(4, 8)  # max_num_seqs per GPU
+        self.prompt_mean = rng.uniform(400.0, 3000.0)
+        self.output_mean = rng.uniform(150.0, 600.0)
+        self.itl_s = rng.uniform(0.015, 0.045)  # per token, for a lone request
+        self.prefill_factor = rng.uniform(0.7, 1.3)
+        self.cache_factor = rng.uniform(1.0, 1.6)
+        self.hit_share = rng.uniform(0.05, 0.6)  # prompt tokens its prefix cache holds, on average
+        self.ranks = [EngineRank(self, str(n), gpu_count // data_parallel) for n in range(data_parallel)]
+        self.service_rate = sum(rank.service_rate for rank in self.ranks)
+        self.fault = None
+        self.burst_left_s, self.burst_factor = 0.0, 1.0
+        self._last_ms = None
+        self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
+        # What happened, for tests.
+        self.bursts = 0
+        self.faults = 0
+        if rng.random() < profile.engine_fault_share:  # start in the long-run state
+            self._fall_ill()
+
+    def agent_restarted(self):
+        """A new agent process: its tracker has no windows yet (the server itself runs on)."""
+        self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
+
+    @property
+    def requests_waiting(self):
+        return sum(rank.requests_waiting for rank in self.ranks)
+
+    def advance(self, now_ms, load):
+        """Run the server up to wall time ``now_ms`` at the host's ``load`` (0–1)."""
+        if self._last_ms is None:
+            gap_s = 1.0
+        else:
+            gap_s = min(MAX_GAP_S, max(0.0, (now_ms - self._last_ms) / 1000.0))
+        self._last_ms = now_ms
+        if gap_s <= 0.0:
+            return
+        self._step_fault(gap_s)
+        steps = math.ceil(gap_s / MAX_STEP_S)
+        for step in range(steps, 0, -1):
+            if self.fault != UNREACHABLE:  # a server that is down serves nothing
+                self._step(now_ms - (step - 1) * gap_s * 1000.0 / steps, gap_s / steps, load)
+
+    def _step_fault(self, dt_s):
+        profile = self.profile
+        ill, changed = chain_step(self.rng, self.fault is not None, profile.engine_fault_share,
+                                  profile.engine_fault_mean_s, dt_s)
+        if changed:
+            if ill:
+                self._fall_ill()
+            else:
+                self.fault = None
+
+    def _fall_ill(self):
+        self.fault = self.rng.choices(FAULTS, FAULT_WEIGHTS)[0]
+        self.faults += 1
+        if self.fault == UNREACHABLE:
+            for rank in self.ranks:
+                rank.reset()  # the server died: its queues and counters with it
+
+    def _step(self, now_ms, dt_s, load):
+        rng = self.rng
+        if self.burst_left_s > 0.0:
+            self.burst_left_s -= dt_s
+        elif rng.random() < min(1.0, self.profile.engine_bursts_per_hour * dt_s / 3600.0):
+            self.burst_left_s, self.burst_factor = rng.uniform(20.0, 120.0), rng.uniform(1.5, 3.0)
+            self.bursts += 1
+        burst = self.burst_factor if self.burst_left_s > 0.0 else 1.0
+        arrivals = poisson(rng, self.service_rate * load * burst * dt_s)
+        ranks = self.ranks
+        if len(ranks) == 1:
+            ranks[0].step(now_ms, dt_s, arrivals)
+            return
+        shares = [rank.queued for rank in ranks]
+        for _ in range(arrivals):  # each to the engine holding fewer requests
+            shares[shares.index(min(shares))] += 1
+        for rank, share in zip(ranks, shares):
+            rank.step(now_ms, dt_s, share - rank.queued)
+
     def objects(self, timestamp_ms) -> list:
-        """The snapshot's ``engines`` entries for a snapshot taken at ``timestamp_ms``."""
+        """The snapshot's ``engines`` entries (one per engine) for a snapshot taken at ``timestamp_ms``."""
         rng = self.rng
         scraped_at_ms = timestamp_ms - rng.randint(1, 5)  # the agent asks at the start of its tick
         if self.fault is None:
-            return self.tracker.observe_readings(VLLM, [self.reading()], scraped_at_ms, scraped_at_ms,
-                                                 rng.uniform(1.0, 6.0))
+            readings = [rank.reading() for rank in self.ranks]
+            return self.tracker.observe_readings(VLLM, readings, scraped_at_ms, scraped_at_ms, rng.uniform(1.0, 6.0))
         scrape_ms = None if self.fault == TIMEOUT else rng.uniform(0.1, 2.0)
         return self.tracker.failed(self.fault, FAULT_ERRORS[self.fault], scraped_at_ms, scrape_ms)

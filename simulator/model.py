@@ -34,7 +34,7 @@ from agent import AGENT_VERSION
 from agent.capabilities import fingerprint, parse_capabilities
 from agent.capacity import AdmissionThresholds, capacity_hint
 from agent.snapshot import SCHEMA_VERSION
-from simulator.engines import SimulatedEngine
+from simulator.engines import host_engine
 from simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"
@@ -159,6 +159,7 @@ class SimulatedHost:
         self.swap_total_mb = rng.choice((0.0, 0.0, 8192.0))
         self.root_used_gb = rng.uniform(40.0, 300.0)
         self.capabilities = capabilities_for(shape, rng) if rng.random() < profile.capabilities_share else None
+        self.engine = host_engine(seed, index, shape, profile, self.capabilities)  # before the fingerprint
         self.capability_fingerprint = fingerprint(parse_capabilities(self.capabilities))
         self.models_used_gb = rng.uniform(300.0, 1600.0) if self.capabilities else None
         self.uptime_ms = rng.randint(3_600_000, 60 * 86_400_000)
@@ -167,9 +168,6 @@ class SimulatedHost:
         samples = clamp(round(GPU_WINDOW_MS / interval_ms), 1, MAX_WINDOW_SAMPLES)
         self.window_ms = samples * interval_ms
         self.gpus = [SimulatedGpu(i, shape.gpu, rng, samples, self.kv_fraction) for i in range(shape.gpu_count)]
-        adapters = (self.capabilities or {}).get("adapters") or [{}]
-        self.engine = SimulatedEngine(seed, index, shape.model, shape.gpu_count, profile,
-                                      adapters[0].get("identifier")) if profile.engines and shape.gpu_count else None
         for gpu in self.gpus:  # start in the long-run state, not all healthy
             if rng.random() < profile.unhealthy_gpu_share:
                 gpu.step_fault(rng, 1.0, 0.0)

@@ -45,7 +45,7 @@ def test_its_engine_objects_have_the_agents_keys_order_and_types(agent_snapshot)
     hosts = [host for host in build_fleet(range(40), 40, seed=1, profile=profile) if host.engine.adapter]
     objects = [obj for _, obj in engine_objects(hosts, 120)]
 
-    assert hosts and len(objects) == 120 * len(hosts)
+    assert hosts and len(objects) >= 120 * len(hosts)
     for obj in objects:
         assert list(obj) == list(agents)
     for key, value in agents.items():
@@ -72,7 +72,7 @@ def test_its_objects_say_what_the_spec_says_of_each_figure():
         assert snapshot["timestamp_ms"] - 5 <= obj["scraped_at_ms"] < snapshot["timestamp_ms"]
         assert 0.0 <= obj["kv_cache_usage_ratio"] <= 1.0
         assert obj["kv_cache_capacity_tokens"] % 16 == 0  # blocks of 16 tokens
-        assert 0 <= obj["requests_running"] <= host.engine.max_num_seqs
+        assert 0 <= obj["requests_running"] <= host.engine.ranks[0].max_num_seqs
     # Deltas need two scrapes: none on the first, every one once requests finish.
     assert all(objects[0][key] is None for key in WINDOWED)
     assert objects[0]["requests_running"] is not None
@@ -82,16 +82,17 @@ def test_its_objects_say_what_the_spec_says_of_each_figure():
 
 def test_waiting_grows_while_arrivals_exceed_what_it_serves_and_drains_after():
     engine = SimulatedEngine(3, 0, "m", 2, QUIET)
+    [rank] = engine.ranks
     overload = drive(engine, 120, load=3.0)
     waiting = [obj["requests_waiting"] for obj in overload]
     running = [obj["requests_running"] for obj in overload]
 
     assert 0 < waiting[29] < waiting[59] < waiting[119]
-    assert max(running) == engine.max_num_seqs and all(count <= engine.max_num_seqs for count in running)
+    assert max(running) == rank.max_num_seqs and all(count <= rank.max_num_seqs for count in running)
     calm = drive(engine, 900, load=0.3, start_ms=T0_MS + 120_000)
     waiting = [obj["requests_waiting"] for obj in calm]
     assert waiting[-1] == 0 and max(waiting[-60:]) == 0
-    assert statistics.fmean(obj["requests_running"] for obj in calm[-300:]) < engine.max_num_seqs
+    assert statistics.fmean(obj["requests_running"] for obj in calm[-300:]) < rank.max_num_seqs
 
 
 def test_time_to_first_token_grows_with_the_queue():
@@ -107,16 +108,17 @@ def test_time_to_first_token_grows_with_the_queue():
 
 def test_kv_usage_follows_the_running_requests_and_their_lengths():
     engine = SimulatedEngine(5, 0, "m", 2, QUIET)
+    [rank] = engine.ranks
     objects = []
     for load, seconds in ((0.1, 120), (0.6, 120), (2.5, 120), (0.0, 600)):
         objects += drive(engine, seconds, load, start_ms=T0_MS + len(objects) * 1000)
         # The cache holds each running request's prompt and what it generated so far.
-        held = sum(prompt + generated for prompt, _, generated, _ in engine.running)
+        held = sum(prompt + generated for prompt, _, generated, _ in rank.running)
         assert engine.objects(T0_MS + len(objects) * 1000)[0]["kv_cache_usage_ratio"] == pytest.approx(
-            min(1.0, held / engine.capacity_tokens), abs=1e-4)
+            min(1.0, held / rank.capacity_tokens), abs=1e-4)
 
-    full = [obj["kv_cache_usage_ratio"] for obj in objects if obj["requests_running"] == engine.max_num_seqs]
-    few = [obj["kv_cache_usage_ratio"] for obj in objects if 0 < obj["requests_running"] <= engine.max_num_seqs // 4]
+    full = [obj["kv_cache_usage_ratio"] for obj in objects if obj["requests_running"] == rank.max_num_seqs]
+    few = [obj["kv_cache_usage_ratio"] for obj in objects if 0 < obj["requests_running"] <= rank.max_num_seqs // 4]
     assert full and few and statistics.fmean(full) > 2 * statistics.fmean(few)
     assert objects[-1]["requests_running"] == 0 and objects[-1]["kv_cache_usage_ratio"] == 0.0
     assert max(obj["kv_cache_usage_ratio"] for obj in objects) <= 1.0
@@ -127,7 +129,8 @@ def test_an_overfull_cache_preempts_requests_as_vllm_does():
     for seed in range(6):
         engine = SimulatedEngine(seed, 0, "m", 1, QUIET)
         preempted += sum(obj["preemptions"] or 0 for obj in drive(engine, 300, load=3.0)[::10])
-        assert engine.kv_used <= engine.capacity_tokens or len(engine.running) == 1
+        [rank] = engine.ranks
+        assert rank.kv_used <= rank.capacity_tokens or len(rank.running) == 1
     assert preempted > 0
 
 
@@ -182,6 +185,34 @@ def test_a_restarted_agent_starts_new_windows_on_an_engine_that_ran_on():
     assert before[-1]["generation_tokens_per_s"] is not None
     assert all(first[key] is None for key in WINDOWED) and first["requests_running"] is not None
     assert second["generation_tokens_per_s"] is not None
+
+
+def test_a_share_of_the_large_hosts_run_two_data_parallel_engines_behind_one_url():
+    hosts = build_fleet(range(120), 120, seed=14, profile=FleetProfile(gpu_counts=(8,), capabilities_share=1.0,
+                                                                       engine_fault_share=0.0))
+    parallel = [host for host in hosts if len(host.engine.ranks) == 2]
+
+    assert len(parallel) / len(hosts) == pytest.approx(0.25, abs=0.1)
+    for host in parallel:
+        assert host.capabilities["parallelism"]["tensor_parallel_size"] == 4
+        assert host.capabilities["parallelism"]["data_parallel_size"] == 2
+        assert all(rank.max_num_seqs == 4 * host.engine.seqs_per_gpu for rank in host.engine.ranks)
+    host = parallel[0]
+    snapshots = [host.snapshot(T0_MS + i * 1000) for i in range(120)]
+    for snapshot in snapshots:
+        engines = snapshot["engines"]
+        assert [(obj["url"], obj["model"], obj["engine_index"]) for obj in engines] == [
+            (ENGINE_URL, host.shape.model, "0"), (ENGINE_URL, host.shape.model, "1")]
+    # The server sends each request to the engine holding fewer: they stay within a few of each other.
+    held = [[obj["requests_running"] + obj["requests_waiting"] for obj in snapshot["engines"]]
+            for snapshot in snapshots]
+    assert all(abs(one - other) <= 3 for one, other in held)
+    assert statistics.fmean(one for one, _ in held) > 1
+    # A failed scrape: both engines, every figure null.
+    host.engine.fault = "timeout"
+    failed = host.snapshot(T0_MS + 120_000)["engines"]
+    assert [(obj["engine_index"], obj["status"], obj["requests_running"]) for obj in failed] == [
+        ("0", "timeout", None), ("1", "timeout", None)]
 
 
 def test_its_time_is_the_callers():

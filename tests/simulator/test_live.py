@@ -88,7 +88,8 @@ def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
         assert resource["admission_state"] == resource["raw_resource"]["capacity_hint"]["admission_state"]
         assert row["tags"] == ["h100x8", "simulated"]
         assert row["capability_fingerprint"].startswith("sha256:")
-        assert row["capabilities"]["parallelism"]["tensor_parallel_size"] == 8
+        parallelism = row["capabilities"]["parallelism"]
+        assert parallelism["tensor_parallel_size"] * (parallelism.get("data_parallel_size") or 1) == 8
 
 
 def test_its_engines_reach_the_proxy_and_can_be_turned_off(simulate, proxy_url):

@@ -263,7 +263,9 @@ def test_its_typed_capabilities_are_what_the_proxy_accepts_at_the_seeded_share()
     for host in with_capabilities:
         canonical = parse_capabilities(host.register_body()["capabilities"])
         assert fingerprint(canonical) == host.capability_fingerprint
-        assert canonical["parallelism"]["tensor_parallel_size"] == (host.shape.gpu_count or None)
+        parallelism = canonical["parallelism"]  # every GPU, some hosts' in two data-parallel engines
+        data_parallel = parallelism.get("data_parallel_size") or 1
+        assert parallelism["tensor_parallel_size"] * data_parallel == host.shape.gpu_count
         assert host.heartbeat_body()["capability_fingerprint"] == host.capability_fingerprint
         assert host.heartbeat_body(with_capabilities=True)["capabilities"] == host.capabilities
     plain = next(host for host in hosts if host.capabilities is None)
