@@ -9,7 +9,6 @@ import statistics
 import pytest
 
 from agent.capabilities import fingerprint, parse_capabilities
-from agent.gpu import HARDWARE_EVENT_FIELDS
 from proxy_app.normalise import normalise_snapshot
 from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
 from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms
@@ -42,12 +41,7 @@ def test_it_writes_every_field_of_the_agents_snapshot_in_the_agents_order(agent_
         assert list(snapshot["devices"][part]) == list(agent_snapshot["devices"][part])
     for part in ("network", "disk"):
         assert list(snapshot["devices"][part][0]) == list(agent_snapshot["devices"][part][0])
-    # The simulator gains SPEC 13's GPU hardware-event fields with issue 18's simulator part;
-    # until then its rows are the agent's without them.
-    simulated, agents = list(snapshot["devices"]["gpu"][0]), list(agent_snapshot["devices"]["gpu"][0])
-    if not set(HARDWARE_EVENT_FIELDS) & set(simulated):
-        agents = [field for field in agents if field not in HARDWARE_EVENT_FIELDS]
-    assert simulated == agents
+    assert list(snapshot["devices"]["gpu"][0]) == list(agent_snapshot["devices"]["gpu"][0])
     assert list(snapshot["capacity_hint"]) == list(agent_snapshot["capacity_hint"])
     assert snapshot["schema_version"] == "resource_snapshot_v1"
 
@@ -139,6 +133,31 @@ def test_its_unhealthy_gpus_say_why_and_some_give_no_valid_sample():
     assert all(gpu["utilization_sample_quality"] == "error" and gpu["utilization_error"] for gpu in invalid)
     lost = [gpu for gpu in invalid if gpu["health_reasons"] == ["gpu_lost"]]
     assert lost and all(gpu["memory_used_mb"] is None and gpu["temperature_c"] is None for gpu in lost)
+
+
+def test_its_gpu_rows_carry_spec_13s_hardware_events_in_the_agents_order(agent_snapshot):
+    hosts = build_fleet(range(100), 100, seed=4, profile=FleetProfile(unhealthy_gpu_share=0.3))
+    rows = [gpu for body in reports(hosts, rounds=10) for gpu in body["snapshot"]["devices"]["gpu"]]
+    order = list(agent_snapshot["devices"]["gpu"][0])
+
+    assert all(list(gpu) == order for gpu in rows)
+    xids = [gpu for gpu in rows if any(reason.startswith("xid_") for reason in gpu["health_reasons"])]
+    assert xids and all(gpu["health"] == "error" and f"xid_{gpu['xid_last']}" in gpu["health_reasons"]
+                        and gpu["xid_count"] >= 1 for gpu in xids)
+    remaps = [gpu for gpu in rows if "row_remap_failure" in gpu["health_reasons"]]
+    assert remaps and all(gpu["health"] == "error" and gpu["remapped_rows_failure"] is True for gpu in remaps)
+    slow = [gpu for gpu in rows if gpu["health_reasons"] == ["nvml_slow"]]
+    assert slow and all(gpu["health"] == "degraded" and gpu["utilization_error"] == "nvml_slow"
+                        and gpu["memory_used_mb"] is None and gpu["xid_count"] is not None for gpu in slow)
+    readable = [gpu for gpu in rows if gpu["memory_used_mb"] is not None]
+    assert {gpu["remapped_rows_failure"] for gpu in readable} == {False, True}
+    assert all(isinstance(gpu["xid_count"], int) for gpu in rows)
+    # A new agent process has seen no XID yet.
+    host = next(host for host in hosts if any(gpu.xid_count for gpu in host.gpus))
+    host.restart()
+    rows = host.report_body(T0_MS + 10_000)["snapshot"]["devices"]["gpu"]
+    assert {gpu["xid_count"] for gpu in rows} == {0} and {gpu["xid_last"] for gpu in rows} == {None}
+    assert not any(reason.startswith("xid_") for gpu in rows for reason in gpu["health_reasons"])
 
 
 def test_it_keeps_the_seeded_share_of_gpus_unhealthy():
