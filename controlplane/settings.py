@@ -77,6 +77,9 @@ FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
 # granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
+# An instance's engine saturation (SPEC 13): min(1, max(waiting / W, kv usage / K)).
+FLEETWATCH_SATURATION_WAITING = env_float("FLEETWATCH_SATURATION_WAITING", 5.0)
+FLEETWATCH_SATURATION_KV = env_float("FLEETWATCH_SATURATION_KV", 0.8)
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [
