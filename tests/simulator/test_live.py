@@ -98,9 +98,15 @@ def test_its_engines_reach_the_proxy_and_can_be_turned_off(simulate, proxy_url):
     rows = listed(proxy_url)
     assert summary["errors"] == 0 and len(rows) == 3
     for row in rows.values():
-        [engine] = row["resource"]["raw_resource"]["engines"]
+        resource = row["resource"]
+        [engine] = resource["raw_resource"]["engines"]
         assert (engine["kind"], engine["status"], engine["model"]) == ("vllm", "ok", "meta-llama/Llama-3.1-8B-Instruct")
-        assert engine["requests_waiting"] >= 0 and 0.0 <= engine["kv_cache_usage_ratio"] <= 1.0
+        # The Proxy's SPEC 13 columns are the engine's figures.
+        assert (resource["engine_count"], resource["engine_status"]) == (1, "ok")
+        assert resource["engine_models"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+        assert resource["requests_waiting"] == engine["requests_waiting"] >= 0
+        assert resource["requests_running"] == engine["requests_running"]
+        assert resource["kv_cache_usage_ratio"] == engine["kv_cache_usage_ratio"]
 
     simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
              "--gpus", "2", "--id-prefix", "plain", "--no-engines")

@@ -117,6 +117,17 @@ def test_the_proxy_normalises_its_snapshots_to_the_figures_they_carry():
         assert columns["resource_ts_ms"] == snapshot["timestamp_ms"]
         assert columns["report_seq"] == metadata["report_seq"]
         assert columns["reported_instance_id"] == body["instance_id"]
+        # SPEC 13's columns: sums and maxima over the ok engines; none without engines.
+        engines = snapshot.get("engines", [])
+        ok = [engine for engine in engines if engine["status"] == "ok"]
+        assert columns["engine_count"] == (len(engines) if "engines" in snapshot else None)
+        assert columns["requests_waiting"] == (sum(engine["requests_waiting"] for engine in ok) if ok else None)
+        assert columns["requests_running"] == (sum(engine["requests_running"] for engine in ok) if ok else None)
+        assert columns["kv_cache_usage_ratio"] == (max(engine["kv_cache_usage_ratio"] for engine in ok) if ok else None)
+        if engines:
+            newest = max(engine["scraped_at_ms"] for engine in engines)
+            assert columns["engine_sample_age_ms"] == snapshot["timestamp_ms"] - newest
+            assert columns["engine_models"] == sorted({engine["model"] for engine in engines if engine["model"]})
 
 
 def test_its_unhealthy_gpus_say_why_and_some_give_no_valid_sample():
