@@ -4,15 +4,18 @@ Each GPU host runs one vLLM server over all its GPUs, which the agent would
 scrape at ``ENGINE_URL``: one engine over every GPU (tensor parallel) or, on
 a share of the larger hosts, two data-parallel engines (labelled ``0`` and
 ``1``) of half the GPUs each, the server sending each request to the engine
-with the shorter queue. Requests arrive at a rate that
-follows the host's load level (a seeded mean-reverting walk) and its own
-bursts; the engine runs at most ``max_num_seqs`` of them at once (4–8 per
-GPU) while their KV cache fits, and the rest wait. Waiting grows while
-arrivals exceed what the engine finishes and drains otherwise; time to
-first token is the time waited plus the prefill; KV usage is the prompt and
-the tokens generated so far of every running request over the cache's
-capacity, and a batch that outgrows its cache has its newest request
-preempted, as vLLM does. Waiting requests give up after ``GIVE_UP_S``.
+that holds fewer.
+
+Requests arrive at a rate that follows the host's load level (a seeded
+mean-reverting walk) and the server's own bursts; an engine runs at most
+``max_num_seqs`` of them at once (4–8 per GPU) while their KV cache fits,
+and the rest wait. Waiting grows while arrivals exceed what the engine
+finishes and drains otherwise; time to first token is the time waited plus
+the prefill; KV usage is the prompt and the tokens generated so far of every
+running request over the cache's capacity, and a batch that outgrows its
+cache has its newest request preempted, as vLLM does. Waiting requests give
+up after ``GIVE_UP_S``. Time is the caller's: ``advance(now_ms, load)`` runs
+the server up to the wall time of the snapshot.
 
 What the engine exports (gauges, cumulative counters, histogram buckets) is
 read by the agent's own ``EngineTracker`` into SPEC 13's objects: the same
