@@ -291,6 +291,11 @@ class SimulatedEngine:
     def requests_waiting(self):
         return sum(rank.requests_waiting for rank in self.ranks)
 
+    @property
+    def busy(self):
+        """How full its batches are (0–1): what its GPUs' utilisation follows, above the host's load."""
+        return sum(len(rank.running) / rank.max_num_seqs for rank in self.ranks) / len(self.ranks)
+
     def advance(self, now_ms, load):
         """Run the server up to wall time ``now_ms`` at the host's ``load`` (0–1)."""
         if self._last_ms is None:

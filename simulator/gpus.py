@@ -142,11 +142,12 @@ class SimulatedGpu:
         limit = kind.power_limit_w
         power = min(round(kind.idle_power_w + (limit - kind.idle_power_w) * utilization * (
             0.009 + 0.001 * rng.random()), 1), limit)
+        clock_jitter = int(30 * rng.random())  # drawn either way: the draws never depend on the load
         if utilization < 3.0:
             throttle, sm_clock = ["gpu_idle"], 210
         else:
             throttle = ["sw_power_cap"] if power >= 0.97 * limit else []
-            sm_clock = kind.max_sm_clock_mhz - int(30 * rng.random())
+            sm_clock = kind.max_sm_clock_mhz - clock_jitter
         remap_failure = fault is GpuFault.ROW_REMAP_FAILURE
         if fault is None:
             health, reasons = HEALTH_OK, []  # nothing a healthy board reports trips gpu_health

@@ -297,15 +297,16 @@ class SimulatedHost:
             if gpu.step_fault(rng, self._fall_ill, self._recover):
                 self.gpu_faults += 1
         timestamp_ms = wall_ms - self.sample_lag_ms
-        gpus = [gpu.row(rng, self.load, self.window_ms, self.interval_ms, timestamp_ms) for gpu in self.gpus]
+        engines, gpu_load = None, self.load
+        if self.engine is not None:  # its own random stream: the host's draws stay as they were
+            self.engine.advance(timestamp_ms, self.load)
+            engines = self.engine.objects(timestamp_ms)
+            gpu_load = max(gpu_load, self.engine.busy)  # a full batch keeps its GPUs busy
+        gpus = [gpu.row(rng, gpu_load, self.window_ms, self.interval_ms, timestamp_ms) for gpu in self.gpus]
         cpu = self._cpu()
         memory = self._memory()
         devices = {"cpu": cpu, "memory": memory, "network": self._network(), "disk": self._disk(), "gpu": gpus}
         self.fresh = False
-        engines = None
-        if self.engine is not None:
-            self.engine.advance(timestamp_ms, self.load)
-            engines = self.engine.objects(timestamp_ms)
         snapshot = {
             "schema_version": SCHEMA_VERSION,
             "agent_version": SIMULATED_AGENT_VERSION,

@@ -236,16 +236,39 @@ def test_it_is_the_same_engine_for_the_same_seed_and_another_for_another():
     assert objects(10) != objects(11)
 
 
-def test_turning_engines_off_leaves_the_rest_of_each_snapshot_as_it_was():
+def test_turning_engines_off_leaves_the_rest_of_each_snapshot_as_it_was_but_the_gpus_load():
     with_engines = build_fleet(range(30), 30, seed=12)
     without = build_fleet(range(30), 30, seed=12, profile=FleetProfile(engines=False))
+    busier = 0
     for number in range(20):
         for one, other in zip(with_engines, without):
             snapshot, plain = one.snapshot(T0_MS + number * 1000), other.snapshot(T0_MS + number * 1000)
             assert "engines" not in plain
             assert ("engines" in snapshot) == bool(one.shape.gpu_count)
-            assert {k: v for k, v in snapshot.items() if k not in ("engines", "capacity_hint")} == {
-                k: v for k, v in plain.items() if k != "capacity_hint"}
+            devices, plain_devices = dict(snapshot["devices"]), dict(plain["devices"])
+            gpus, plain_gpus = devices.pop("gpu"), plain_devices.pop("gpu")
+            assert devices == plain_devices
+            assert {k: v for k, v in snapshot.items() if k not in ("engines", "capacity_hint", "devices")} == {
+                k: v for k, v in plain.items() if k not in ("capacity_hint", "devices")}
+            assert [(gpu["uuid"], gpu["memory_used_mb"]) for gpu in gpus] == [
+                (gpu["uuid"], gpu["memory_used_mb"]) for gpu in plain_gpus]
+            # Its GPUs are at least as busy as the host's load makes them, busier while the batch is full.
+            for gpu, plain_gpu in zip(gpus, plain_gpus):
+                if gpu["utilization_pct_current"] is not None and plain_gpu["utilization_pct_current"] is not None:
+                    assert gpu["utilization_pct_current"] >= plain_gpu["utilization_pct_current"]
+                    busier += gpu["utilization_pct_current"] > plain_gpu["utilization_pct_current"]
+    assert busier > 0
+
+
+def test_its_gpus_are_busy_while_its_batch_is_full():
+    host = SimulatedHost(15, seed=15, profile=FleetProfile(gpu_counts=(2,), unhealthy_gpu_share=0.0,
+                                                           engine_fault_share=0.0))
+    host.load_mean = host.load = 0.3
+    host.engine.burst_left_s, host.engine.burst_factor = 600.0, 6.0  # a long burst: a full batch
+    snapshots = [host.snapshot(T0_MS + i * 1000) for i in range(60)]
+
+    assert all(snapshot["engines"][0]["requests_waiting"] > 0 for snapshot in snapshots[30:])
+    assert min(gpu["utilization_pct_avg"] for snapshot in snapshots[30:] for gpu in snapshot["devices"]["gpu"]) > 75
 
 
 def test_a_host_without_gpus_runs_no_engine():
