@@ -27,7 +27,8 @@ Engines fail as a two-state chain whose long-run share is
 answers an error (``http_error``) or a server that is down (``unreachable``;
 it restarts with empty queues and counters from zero). Every random choice
 comes from the engine's own stream, so turning engines off leaves the rest
-of the host's figures as they were.
+of the host's figures as they were, but for its GPUs: they follow how full
+the batches are (``busy``) where that is above the host's load.
 """
 
 from __future__ import annotations
