@@ -51,11 +51,6 @@ def histogram_quantile(q, buckets):
     return None
 
 
-def same_bounds(one, other):
-    """Whether two histograms have the same bucket bounds."""
-    return [le for le, _ in one] == [le for le, _ in other]
-
-
 def bucket_deltas(now, base):
     """Per-bucket difference of two cumulative histograms with the same bounds; None if they differ."""
     if base is None or len(now) != len(base):
@@ -71,7 +66,7 @@ def went_down(now: EngineReading, before: EngineReading) -> bool:
             return True
     for name, buckets in now.histograms.items():
         previous = before.histograms.get(name)
-        if previous is not None and (buckets[-1][1] < previous[-1][1] or not same_bounds(buckets, previous)):
+        if previous is not None and (buckets[-1][1] < previous[-1][1] or bucket_deltas(buckets, previous) is None):
             return True
     return False
 
