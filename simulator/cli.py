@@ -101,6 +101,14 @@ def add_arguments(parser):
                        help=f"Agent restarts per host-hour (default {defaults.restarts_per_hour}).")
     fleet.add_argument("--capabilities", type=SHARE, default=defaults.capabilities_share, metavar="SHARE",
                        help=f"Share of instances with typed capabilities (default {defaults.capabilities_share}).")
+    fleet.add_argument("--no-engines", action="store_true",
+                       help="No serving engines: snapshots without SPEC 13's engines list.")
+    fleet.add_argument("--engine-faults", type=SHARE, default=defaults.engine_fault_share, metavar="SHARE",
+                       help="Share of engines failing to answer at any moment "
+                            f"(default {defaults.engine_fault_share}).")
+    fleet.add_argument("--engine-bursts-per-hour", type=RATE, default=defaults.engine_bursts_per_hour,
+                       metavar="RATE",
+                       help=f"Request bursts per engine-hour (default {defaults.engine_bursts_per_hour}).")
     fleet.add_argument("--calm", action="store_true",
                        help="No stale spells and no restarts: every slot reports (for exact counts).")
 
@@ -119,6 +127,9 @@ def run_config(options):
         stale_per_hour=0.0 if options["calm"] else options["stale_per_hour"],
         restarts_per_hour=0.0 if options["calm"] else options["restarts_per_hour"],
         capabilities_share=options["capabilities"],
+        engines=not options["no_engines"],
+        engine_fault_share=options["engine_faults"],
+        engine_bursts_per_hour=options["engine_bursts_per_hour"],
     )
     return RunConfig(
         proxy_url=options["proxy_url"],

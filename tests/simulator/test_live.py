@@ -90,7 +90,30 @@ def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
         assert resource["admission_state"] == resource["raw_resource"]["capacity_hint"]["admission_state"]
         assert row["tags"] == ["h100x8", "simulated"]
         assert row["capability_fingerprint"].startswith("sha256:")
-        assert row["capabilities"]["parallelism"]["tensor_parallel_size"] == 8
+        parallelism = row["capabilities"]["parallelism"]
+        assert parallelism["tensor_parallel_size"] * (parallelism.get("data_parallel_size") or 1) == 8
+
+
+def test_its_engines_reach_the_proxy_and_can_be_turned_off(simulate, proxy_url):
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+                          "--gpus", "2", "--engine-faults", "0")
+    rows = listed(proxy_url)
+    assert summary["errors"] == 0 and len(rows) == 3
+    for row in rows.values():
+        resource = row["resource"]
+        [engine] = resource["raw_resource"]["engines"]
+        assert (engine["kind"], engine["status"], engine["model"]) == ("vllm", "ok", "meta-llama/Llama-3.1-8B-Instruct")
+        # The Proxy's SPEC 13 columns are the engine's figures.
+        assert (resource["engine_count"], resource["engine_status"]) == (1, "ok")
+        assert resource["engine_models"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+        assert resource["requests_waiting"] == engine["requests_waiting"] >= 0
+        assert resource["requests_running"] == engine["requests_running"]
+        assert resource["kv_cache_usage_ratio"] == engine["kv_cache_usage_ratio"]
+
+    simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+             "--gpus", "2", "--id-prefix", "plain", "--no-engines")
+    plain = listed(proxy_url, prefix="plain-")
+    assert len(plain) == 3 and all("engines" not in row["resource"]["raw_resource"] for row in plain.values())
 
 
 def test_it_unregisters_its_instances_at_the_end(simulate, proxy_url):
