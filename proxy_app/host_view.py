@@ -9,7 +9,7 @@ only format.
 """
 
 from controlplane.figures import percent
-from proxy_app.normalise import integer, number, text
+from proxy_app.values import integer, number, text
 
 MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
 
