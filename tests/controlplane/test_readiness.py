@@ -12,6 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from proxy_app import pool
 from proxy_app.models import PoolResource, SchedulerLinkState
 from tests.factories import T0
+from tests.migration_graph import newest_and_parent
 
 pytestmark = pytest.mark.django_db
 
@@ -79,10 +80,11 @@ def test_a_scheduler_only_process_checks_the_database_and_its_migrations(api, se
 
 @pytest.fixture
 def scheduler_one_step_back():
-    """scheduler_app's newest migration unapplied; every migration applied again afterwards."""
+    """scheduler_app's newest migration unapplied (its name is yielded); every migration applied again afterwards."""
+    newest, parent = newest_and_parent("scheduler_app")
     executor = MigrationExecutor(connection)
-    executor.migrate([("scheduler_app", "0004_series_rollups")])
-    yield
+    executor.migrate([("scheduler_app", parent)])
+    yield newest
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
 
@@ -93,4 +95,4 @@ def test_an_unapplied_migration_makes_it_not_ready_and_is_named(api, settings, s
     response = api.get("/readyz")
     assert response.status_code == 503
     assert response.json()["failed"] == ["migrations"]
-    assert response.json()["checks"]["migrations"]["unapplied"] == ["scheduler_app.0005_pool_series_network"]
+    assert response.json()["checks"]["migrations"]["unapplied"] == [f"scheduler_app.{scheduler_one_step_back}"]
