@@ -54,7 +54,8 @@ def make_failed_engine(status, **fields):
     figures = dict.fromkeys(("requests_running", "requests_waiting", "kv_cache_usage_ratio", "kv_cache_capacity_tokens",
                              "prefix_cache_hit_ratio", "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s",
                              "ttft_p95_s", "itl_p50_s", "scrape_ms", "lora", "sleeping", "preemptions"))
-    return make_engine(status=status, error=f"{status}: boom", model=None, kind=None, **{**figures, **fields})
+    return make_engine(**{"status": status, "error": f"{status}: boom", "model": None, "kind": None, **figures,
+                          **fields})
 
 
 def make_gpu(index=0, avg=50.0, current=None, peak=None, used=1000.0, total=80000.0, ok=True, **extra):
