@@ -24,7 +24,7 @@ from controlplane.ops.pool_metrics import PoolFamilies
 from proxy_app import pool
 from proxy_app.history import latest_pool_resource
 from proxy_app.host_metrics import HostFamilies
-from proxy_app.models import Instance, InstanceResource
+from proxy_app.models import Instance, InstanceResource, PoolResource, SchedulerLinkState
 
 POOL_STATES = ("alive", "with_resource", "accepting", "degraded", "rejecting")
 RESOURCE_COLUMNS = ("cpu_util", "memory_used_mb", "memory_total_mb", "network_rx_mbps", "network_tx_mbps",
@@ -70,6 +70,22 @@ class ProxyCollector:
         yield alive
         yield from self._resources(live_ids, now)
         yield from self._pool(now)
+        yield from self._processes(now)
+
+    def _processes(self, now):
+        """The recorder's and the link's traces in the database (what /readyz judges, as figures)."""
+        recorded = _gauge("fleetwatch_recorder_last_record_age_seconds", "Seconds since the recorder's newest pool row.")
+        newest = PoolResource.objects.order_by("-t").values_list("t", flat=True).first()
+        _add([], (recorded, None if newest is None else max(0.0, now - newest)))
+        attempt = _gauge("fleetwatch_link_last_attempt_age_seconds", "Seconds since the link last tried the Scheduler.")
+        success = _gauge("fleetwatch_link_last_success_age_seconds",
+                         "Seconds since the Scheduler last accepted the link's register or heartbeat.")
+        failures = _gauge("fleetwatch_link_consecutive_failures", "The link's failed attempts since its last success.")
+        state = SchedulerLinkState.objects.filter(proxy_id=pool.proxy_id()).first()
+        if state is not None:
+            _add([], (attempt, _age(now, state.last_attempt_at)), (success, _age(now, state.last_ok_at)),
+                 (failures, state.consecutive_failures))
+        yield from (recorded, attempt, success, failures)
 
     def _resources(self, live_ids, now):
         hosts = HostFamilies(_gauge)
@@ -174,3 +190,7 @@ def _add(labels, *samples):
     for family, value in samples:
         if value is not None:
             family.add_metric(labels, value)
+
+
+def _age(now, at):
+    return None if at is None else max(0.0, now - at)

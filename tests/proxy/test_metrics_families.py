@@ -107,3 +107,18 @@ def test_build_info_names_the_versions(api, frozen, settings):
     assert labels["roles"] == ",".join(settings.FLEETWATCH_ROLES)
     assert labels["django"].startswith("5.2") and labels["python"].startswith("3.")
     assert labels["version"]
+
+
+def test_the_recorder_and_the_link_show_how_long_ago_they_worked(api, frozen):
+    from proxy_app.models import SchedulerLinkState
+    from tests.factories import T0
+
+    record_pool()
+    SchedulerLinkState.objects.create(proxy_id=pool.proxy_id(), scheduler_url="http://127.0.0.1:8000",
+                                      last_attempt_at=T0, last_ok_at=T0 - 30, consecutive_failures=6)
+    frozen.shift(4)
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_recorder_last_record_age_seconds") == 4.0
+    assert value(samples, "fleetwatch_link_last_attempt_age_seconds") == 4.0
+    assert value(samples, "fleetwatch_link_last_success_age_seconds") == 34.0
+    assert value(samples, "fleetwatch_link_consecutive_failures") == 6
