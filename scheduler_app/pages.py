@@ -40,6 +40,9 @@ class FleetQuery(ListQuery):
         "cpu": Sort("CPU", "pool_resource__utilization__cpu_avg", high_first=True),
         "memory": Sort("memory", "pool_resource__utilization__memory_used_ratio", high_first=True),
         "gpu": Sort("GPU", "pool_resource__utilization__gpu_util_avg", high_first=True),
+        # The pools' serving engines (SPEC 13): the most saturated, the longest queue first.
+        "saturation": Sort("saturation", "pool_resource__engine__saturation", high_first=True),
+        "waiting": Sort("waiting", "pool_resource__engine__requests_waiting_total", high_first=True),
         "id": Sort("id", "proxy_id"),
     }
 
@@ -64,6 +67,33 @@ def sparklines(proxy_ids, now):
     }
 
 
+def declared_capacity(proxy):
+    """What the proxy declared on register (SPEC 6), None for a figure left at its default of 0 (declared by
+    nobody); ``max_capacity_default`` when our link says the capacity is its setting's default."""
+    meta = proxy.meta if isinstance(proxy.meta, dict) else {}
+
+    def declared(value):
+        return value if value else None
+
+    return {
+        "max_capacity": declared(proxy.max_capacity),
+        "max_capacity_default": meta.get("capacity_configured") is False,
+        "instance_count": declared(proxy.instance_count),
+        "kv_mem_per_instance_gb": declared(proxy.kv_mem_per_instance_gb),
+        "kv_cache_pool_gb": declared(proxy.kv_cache_pool_gb),
+        "kv_cache_update_policy": proxy.kv_cache_update_policy,
+    }
+
+
+def _add_engine(totals, figures, proxy_id):
+    """Fold one pool's engine figures into the fleet's: the queues summed, the most saturated pool kept."""
+    if figures["requests_waiting_total"] is not None:
+        totals["requests_waiting_total"] = (totals["requests_waiting_total"] or 0) + int(figures["requests_waiting_total"])
+    saturation = figures["saturation"]
+    if saturation is not None and (totals["saturation_max"] is None or saturation > totals["saturation_max"]):
+        totals["saturation_max"], totals["saturated_pool"] = saturation, proxy_id
+
+
 class FleetPages(EntryDashboard):
     name, entry, entries = "fleet", "proxy", "proxies"
     model = Proxy
@@ -74,8 +104,9 @@ class FleetPages(EntryDashboard):
 
     def overview(self, now):
         """Proxies per status, and instances and admission states summed over the alive proxies."""
-        totals = {**dict.fromkeys(COUNT_FIGURES, 0), **dict.fromkeys(Admission.values, 0), "reporting_proxies": 0}
-        for summary in Proxy.objects.alive(now).values_list("pool_resource", flat=True):
+        totals = {**dict.fromkeys(COUNT_FIGURES, 0), **dict.fromkeys(Admission.values, 0), "reporting_proxies": 0,
+                  "requests_waiting_total": None, "saturation_max": None, "saturated_pool": None}
+        for proxy_id, summary in Proxy.objects.alive(now).values_list("proxy_id", "pool_resource"):
             figures = summary_columns(summary)
             if figures["total"] is None:
                 continue
@@ -85,16 +116,20 @@ class FleetPages(EntryDashboard):
             state = figures["pool_admission_state"]
             if state in totals:
                 totals[state] += 1
+            _add_engine(totals, figures, proxy_id)
         return {"counts": self.status_counts(now), "totals": totals, "ttl_s": Proxy.ttl_s()}
 
     def summary(self, proxy, now):
+        meta = proxy.meta if isinstance(proxy.meta, dict) else {}
+        configured = meta.get("capacity_configured")  # our link says; another proxy may not
         return {
             "proxy_id": proxy.proxy_id,
             "address": proxy.address,
             "status": proxy.status_now(now).value,
             "last_seen_at": proxy.last_seen_at,
-            "proxy_url": proxy.meta.get("proxy_url") if isinstance(proxy.meta, dict) else None,
-            "pool": pool_view(proxy.pool_resource, proxy.pool_resource_reported_at, now),
+            "proxy_url": meta.get("proxy_url"),
+            "pool": pool_view(proxy.pool_resource, proxy.pool_resource_reported_at, now,
+                              capacity_configured=configured if isinstance(configured, bool) else None),
         }
 
     def rows(self, entries, now):
@@ -110,11 +145,7 @@ class FleetPages(EntryDashboard):
             **{key: value for key, value in endpoint_row(proxy, now).items()
                if key in ("registered_at", "tags", "weight")},
             "summary": proxy.pool_resource if isinstance(proxy.pool_resource, dict) else {},
-            "capacity": {
-                "max_capacity": proxy.max_capacity, "instance_count": proxy.instance_count,
-                "kv_mem_per_instance_gb": proxy.kv_mem_per_instance_gb, "kv_cache_pool_gb": proxy.kv_cache_pool_gb,
-                "kv_cache_update_policy": proxy.kv_cache_update_policy,
-            },
+            "capacity": declared_capacity(proxy),
             "load": {"inflight": proxy.inflight, "qps_1m": proxy.qps_1m, "gpu_util": proxy.gpu_util},
             "changes": self.status_changes(entry_id),
             "row": proxy_row(proxy, now),

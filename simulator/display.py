@@ -174,5 +174,8 @@ def summary_table(summary: dict):
         ("errors: " + (_counts(summary["errors_by_kind"]) if summary["errors"] else "none"),
          "bold red" if summary["errors"] else "green"),
         "\nevents: " + _counts(summary["events"]),
+        "" if summary["unregistered_at_end"] else
+        f"\nleft registered (--no-unregister): the {summary['instances']} instances stay listed at the Proxy, "
+        "stale once its TTL has run out, until its retention deletes them",
     )
     return Group(table, lines)

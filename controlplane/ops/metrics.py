@@ -17,6 +17,7 @@ import platform
 import time
 from importlib import metadata
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -45,14 +46,19 @@ DURATION = Histogram(
     ["route"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+STATIC_PREFIX = "/" + settings.STATIC_URL.lstrip("/")
 # Any other method a client sends is counted as "other": the label's values stay bounded.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-def route_of(request):
-    """The URL name of the view that answered (bounded by the URLconf), "unmatched" for unknown paths."""
+def view_label(request):
+    """The ``view`` label of an answer (and the ``route`` of its latency): its URL name; ``static`` for the
+    static files (WhiteNoise answers them before any URL is resolved), ``unmatched`` for any other path no
+    URL names. Bounded by the URLconf."""
     match = request.resolver_match
-    return (match.url_name or match.view_name) if match else "unmatched"
+    if match:
+        return match.url_name or match.view_name
+    return "static" if request.path_info.startswith(STATIC_PREFIX) else "unmatched"
 
 
 class RequestMetricsMiddleware:
@@ -64,7 +70,7 @@ class RequestMetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        route = route_of(request)
+        route = view_label(request)
         method = request.method if request.method in KNOWN_METHODS else "other"
         REQUESTS.labels(route, method, str(response.status_code)).inc()
         DURATION.labels(route).observe(time.perf_counter() - started)

@@ -26,9 +26,11 @@ from urllib.error import URLError
 from urllib.request import urlopen
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agent.launch import DEFAULT_LISTEN as AGENT_DEFAULT_LISTEN
 from controlplane.ops.local_tokens import LocalTokens
 from controlplane.ops.roles import role_apps
 from controlplane.ops.supervisor import Supervisor, child_env
@@ -121,6 +123,14 @@ def migrate(out, apply):
     call_command("migrate", interactive=False, verbosity=1, stdout=getattr(out, "_out", out))
 
 
+def login_hint():
+    """What ``up`` says about logging in: how to create the first staff user, while auth is on and there is none."""
+    if not settings.FLEETWATCH_AUTH or get_user_model().objects.filter(is_staff=True, is_active=True).exists():
+        return None
+    return ("  the pages need a staff login and there is no staff user yet: ./fw manage createsuperuser "
+            "(once; README.md shows it without prompts)")
+
+
 def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True):
     """Run the whole system until asked to stop; ``out`` (a command's stdout) hears what runs where."""
     roles = settings.FLEETWATCH_ROLES
@@ -133,8 +143,10 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     if not settings.FLEETWATCH_AUTH:
         log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
+    # The agent page names up's own agent by its address.
+    own_agent = (agent_listen or AGENT_DEFAULT_LISTEN) if start_agent and "proxy" in roles else None
     env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port,
-                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir())
+                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir(), FLEETWATCH_UP_AGENT_LISTEN=own_agent)
     manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
     supervisor = Supervisor(grace_s=settings.FLEETWATCH_STOP_GRACE_S)
     supervisor.install_signal_handlers()
@@ -152,8 +164,9 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
     if "proxy" in roles:
         out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-    if settings.FLEETWATCH_AUTH:
-        out.write("  the pages need a staff login: ./fw manage createsuperuser (once)")
+    hint = login_hint()
+    if hint:
+        out.write(hint)
     out.flush()
     code = supervisor.watch()
     out.write("Fleetwatch stopped.")

@@ -29,6 +29,8 @@ TONES = {
     "suspect": "warn", "degraded": "warn", "partial": "warn",
     "stale": "crit", "rejecting": "crit", "error": "crit", "missing": "crit", "expired": "crit",
     "invalid": "crit", "exited": "crit",
+    # A serving engine's scrape (SPEC 13).
+    "unreachable": "crit", "timeout": "crit", "http_error": "crit", "bad_format": "crit",
     "unregistered": "muted", "stopped": "muted",
 }
 
@@ -191,6 +193,22 @@ def width(value):
 def pretty_json(value):
     """Indented JSON for a raw-data block (the template escapes it)."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.simple_tag
+def admission_badge(state, status, large=False):
+    """An instance's admission state as a badge; a stale instance's is its last one, muted and marked
+    "last:", since a host past its TTL is taking no work whatever it said then."""
+    size = " badge--lg" if large else ""
+    if state is None or state == "":
+        return mark_safe(f'<span class="badge badge--muted{size}">{MISSING}</span>')
+    if status == "stale":
+        return mark_safe(
+            f'<span class="badge badge--muted badge--past{size}" data-admission-current="false" '
+            f'title="not current: the instance is stale, this was its last admission state">'
+            f'last: {conditional_escape(state)}</span>')
+    return mark_safe(f'<span class="badge badge--{tone(state)}{size}" data-admission-current="true">'
+                     f'{conditional_escape(state)}</span>')
 
 
 @register.simple_tag

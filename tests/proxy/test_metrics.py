@@ -100,6 +100,16 @@ def test_it_counts_requests_by_view_method_and_status(api, frozen):
     assert value(samples, "fleetwatch_http_request_duration_seconds_count", route="instance-heartbeat") >= 1
 
 
+def test_it_counts_static_files_under_their_own_view(api, client, frozen):
+    assert client.get("/static/fleetwatch/app.css").status_code == 200  # WhiteNoise, before any URL
+    assert client.get("/static/fleetwatch/no-such-file.css").status_code == 404
+    assert client.get("/no/such/page").status_code == 404
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_http_requests_total", view="static", method="GET", status="200") >= 1
+    assert value(samples, "fleetwatch_http_requests_total", view="static", method="GET", status="404") >= 1
+    assert value(samples, "fleetwatch_http_requests_total", view="unmatched", method="GET", status="404") >= 1
+
+
 def test_it_needs_a_token_or_a_staff_session(api, admin_client, frozen):
     assert api.as_anonymous().get("/metrics").status_code == 401
     assert admin_client.get("/metrics").status_code == 200

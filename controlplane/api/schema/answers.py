@@ -83,7 +83,11 @@ def history_answer(name, key, point_name, point_model):
         "__doc__": "A series over a range (SPEC 9).",
         key: serializers.CharField(),
         "range": serializers.ChoiceField(choices=list(RANGES)),
-        "resolution_s": serializers.FloatField(help_text="Seconds between points."),
+        "resolution_s": serializers.FloatField(help_text=(
+            "Seconds between points as they lie: at full resolution the median gap between consecutive "
+            "points (the recorder's tick for the Proxy's series, a proxy's heartbeat interval for the "
+            "Scheduler's copy; the configured tick when there are fewer than two points); in minutes, "
+            "the width of a point's bucket (60, or a multiple on wider ranges).")),
         "points": point(many=True),
     })
 
