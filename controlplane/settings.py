@@ -185,7 +185,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Fleetwatch API",
     "DESCRIPTION": "Resource-aware control plane for LLM-serving fleets: the Proxy and Scheduler APIs "
-                   "(the CacheRoute wire contract, SPEC.md).",
+                   "(the CacheRoute wire contract, docs/contract.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
