@@ -76,6 +76,9 @@ FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
 FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
 # granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
+# How long ``up`` waits for its processes to stop, all at once, before it kills them
+# (a service manager's own grace period should be longer: systemd's default is 90 s).
+FLEETWATCH_STOP_GRACE_S = env_float("FLEETWATCH_STOP_GRACE_S", 20.0)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
 # Where `up`'s own local agent listens, set by `up` for its web server (the agent page names it).
 FLEETWATCH_UP_AGENT_LISTEN = env_str("FLEETWATCH_UP_AGENT_LISTEN")

@@ -92,6 +92,22 @@ def history_answer(name, key, point_name, point_model):
     })
 
 
+class Check(serializers.Serializer):
+    ok = serializers.BooleanField()
+    error = serializers.CharField(required=False, help_text="Why it failed, where it could not be read.")
+
+
+class Ready(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="Every check passed (the answer is then 200, else 503).")
+    roles = serializers.ListField(child=serializers.CharField(), help_text="FLEETWATCH_ROLES: `proxy`, `scheduler`.")
+    checks = serializers.DictField(child=Check(), help_text=(
+        "Each check by name, with its detail: `database` (`vendor`), `migrations` (`unapplied`: the "
+        "migrations not yet applied), and on a Proxy `recorder` (`last_record_age_s`) and `link` "
+        "(`last_attempt_age_s`, `registered`, `consecutive_failures`, `last_error`). Without a database "
+        "only `database` is there."))
+    failed = serializers.ListField(child=serializers.CharField(), help_text="The names of the checks not ok.")
+
+
 class Health(serializers.Serializer):
     ok = Const(True)
     ttl_s = serializers.IntegerField(help_text="The instance TTL where this process is a Proxy, else the proxy TTL.")
