@@ -99,6 +99,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "controlplane.ops.metrics.RequestMetricsMiddleware",
     "controlplane.api.middleware.BodySizeLimitMiddleware",
+    # Before anything reads the query, a form or a cookie: PostgreSQL refuses NUL.
+    "controlplane.api.middleware.NulCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Cheap without a cookie, and what the deployment check looks for by name.
