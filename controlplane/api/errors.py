@@ -55,8 +55,11 @@ def flatten_detail(detail, path=""):
 
 
 def payload_too_large():
+    """413: the body is left unread, so the connection cannot carry another request; say so, or a
+    keep-alive client would send its next request into a connection the server is closing."""
     limit = settings.FLEETWATCH_MAX_BODY_BYTES
-    return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]})
+    return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]},
+                          headers={"Connection": "close"})
 
 
 def not_found(request=None, exception=None):
