@@ -98,6 +98,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "controlplane.ops.metrics.RequestMetricsMiddleware",
+    "controlplane.api.outage.DatabaseRecoveryMiddleware",
     "controlplane.api.middleware.BodySizeLimitMiddleware",
     # Before anything reads the query, a form or a cookie: PostgreSQL refuses NUL.
     "controlplane.api.middleware.NulCharacterMiddleware",

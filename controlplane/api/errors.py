@@ -4,10 +4,14 @@ Every error any endpoint answers, from the middleware, a view, DRF or Django's
 own 404 and 500 handlers, is made by ``error_response``.
 """
 
+import sys
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from rest_framework import exceptions
+
+from controlplane.api import outage
 
 
 def error_body(error, detail=None):
@@ -68,8 +72,22 @@ def not_found(request=None, exception=None):
 
 
 def server_error(request=None):
-    """Django's ``handler500``: an answer in the envelope should anything slip through."""
+    """Django's ``handler500``: an answer in the envelope should anything slip through.
+
+    An unavailable database is not a server error but a 503 (``controlplane.api.outage``).
+    """
+    exc = sys.exc_info()[1]
+    if exc is not None and outage.is_database_unavailable(exc):
+        outage.OUTAGE.failed(exc)
+        return database_unavailable()
     return error_response(500, "internal_error")
+
+
+def database_unavailable():
+    """503 ``database_unavailable`` with ``Retry-After``; marked as logged, since the outage is logged once."""
+    response = error_response(503, "database_unavailable", headers={"Retry-After": str(outage.RETRY_AFTER_S)})
+    response._has_been_logged = True  # Django would log each one with its traceback
+    return response
 
 
 def unauthorized():
