@@ -76,6 +76,12 @@ FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
 FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
 # granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
+# What the web server `up` starts holds (docs/security.md): connections waiting to be
+# accepted (the kernel caps it at net.core.somaxconn), open connections per worker, and
+# seconds a connection may take to send its headers or sit idle between requests (at most 60).
+FLEETWATCH_WEB_BACKLOG = env_int("FLEETWATCH_WEB_BACKLOG", 4096)
+FLEETWATCH_WEB_CONNECTIONS = env_int("FLEETWATCH_WEB_CONNECTIONS", 8192)
+FLEETWATCH_WEB_HEADER_TIMEOUT_S = env_int("FLEETWATCH_WEB_HEADER_TIMEOUT_S", 10)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
 
 # --- Django -----------------------------------------------------------------
