@@ -227,10 +227,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_warning": {"()": "controlplane.ops.logs.OneLineWarning"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("FLEETWATCH_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        # A client's wrong Host: header is a 400 and one line, not an ERROR with a traceback.
+        "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
         "django-q": {"level": env_str("FLEETWATCH_Q_LOG_LEVEL", "WARNING")},
     },
 }

@@ -7,7 +7,7 @@ own 404 and 500 handlers, is made by ``error_response``.
 import sys
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import JsonResponse
 from rest_framework import exceptions
 
@@ -69,6 +69,13 @@ def payload_too_large():
 def not_found(request=None, exception=None):
     """Django's ``handler404`` and any unknown path."""
     return error_response(404, "not_found")
+
+
+def bad_request(request=None, exception=None):
+    """Django's ``handler400`` (a disallowed ``Host:``, a malformed request): the envelope, not an HTML page."""
+    if isinstance(exception, DisallowedHost):
+        return validation_error({"Host": ["Not a name this server answers to (DJANGO_ALLOWED_HOSTS)."]})
+    return validation_error({"request": ["Malformed request."]})
 
 
 def server_error(request=None):
