@@ -7,6 +7,7 @@ dicts.
 
 from controlplane.endpoints.admission import Admission
 from controlplane.figures import ratio
+from proxy_app.engines import ENGINE_SOURCE, engine_section
 
 SCHEMA_VERSION = 1
 UNAVAILABLE = "unavailable"
@@ -100,6 +101,7 @@ def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):
     }
     state, reason = admission(instances)
     has_resource = reporting > 0
+    engine = engine_section(totals, totals["engine_model_groups"])
 
     return {
         "schema_version": SCHEMA_VERSION,
@@ -112,6 +114,7 @@ def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):
         "resource_freshness_s": freshness,
         "pool_admission_state": state.value,
         "pool_admission_reason": reason,
+        "engine": engine,
         "metric_source": {
             "instances": "proxy_instance_pool_ttl",
             "resource": RESOURCE_SOURCE if has_resource else UNAVAILABLE,
@@ -125,10 +128,12 @@ def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):
             "utilization": RESOURCE_SOURCE if has_resource else UNAVAILABLE,
             "pool_admission_state": "instance_capacity_hint" if has_resource else "proxy_instance_pool_ttl",
             "resource_freshness_s": "proxy_receive_time" if has_resource else UNAVAILABLE,
+            "engine": ENGINE_SOURCE if totals["instances_engine_ok"] else UNAVAILABLE,
         },
         "metric_quality": {
             "resource": quality(reporting, alive),
             "load": quality(totals["inflight_reported"] + totals["qps_1m_reported"], 2 * alive),
             "queue": "missing",
+            "engine": quality(totals["instances_engine_ok"], alive),
         },
     }

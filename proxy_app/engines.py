@@ -6,7 +6,7 @@ not a finite number is null, never 0); ``engine_section`` builds the pool
 summary's ``engine`` section from the SQL totals ``proxy_app.pool`` gathers.
 """
 
-from proxy_app.normalise import integer, number, text
+from proxy_app.values import integer, number, text
 
 OK = "ok"
 # Worst first: what an instance's ``engine_status`` says when its engines disagree.

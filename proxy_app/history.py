@@ -43,7 +43,8 @@ def _copy_sql(vendor):
     quote = connection.ops.quote_name
     sample, resource = quote(InstanceSample._meta.db_table), quote(InstanceResource._meta.db_table)
     same = {name: f"r.{quote(name)}" for name in ("instance_id", "cpu_util", "gpu_util_avg", "gpu_util_max",
-                                                      "network_rx_mbps", "network_tx_mbps", "admission_state")}
+                                                      "network_rx_mbps", "network_tx_mbps", "requests_waiting",
+                                                      "requests_running", "kv_cache_usage_ratio", "admission_state")}
     figures = {
         **same,
         "t": f"r.{quote('resource_reported_at')}",

@@ -9,7 +9,7 @@ only format.
 """
 
 from controlplane.figures import percent
-from proxy_app.normalise import integer, number, text
+from proxy_app.values import integer, number, text
 
 MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
 
@@ -105,6 +105,44 @@ def gpu_view(gpu):
     }
 
 
+def _names(value):
+    return [name for name in (text(item) for item in value[:MAX_ITEMS]) if name] if isinstance(value, list) else []
+
+
+def lora_view(lora):
+    if not isinstance(lora, dict):
+        return None
+    return {"max": integer(lora.get("max")), "running": _names(lora.get("running")),
+            "waiting": _names(lora.get("waiting"))}
+
+
+def engine_view(engine, snapshot_ts_ms):
+    """One serving engine of the host (SPEC 13) as its card shows it."""
+    status = (text(engine.get("status"), 32) or "").lower() or None
+    scraped = integer(engine.get("scraped_at_ms"))
+    usage, hits = number(engine.get("kv_cache_usage_ratio")), number(engine.get("prefix_cache_hit_ratio"))
+    sleeping = engine.get("sleeping")
+    return {
+        "url": text(engine.get("url"), 1024),
+        "kind": text(engine.get("kind"), 32),
+        "model": text(engine.get("model")),
+        "engine_index": text(engine.get("engine_index"), 64),
+        "status": status,
+        "ok": status == "ok",
+        "error": text(engine.get("error"), 1024),
+        "age_ms": max(0, snapshot_ts_ms - scraped) if scraped is not None and snapshot_ts_ms is not None else None,
+        "scrape_ms": number(engine.get("scrape_ms")),
+        **_read(engine, integer, "requests_running", "requests_waiting", "kv_cache_capacity_tokens", "preemptions",
+                "window_ms"),
+        "kv_pct": percent(usage, 1),
+        "prefix_hit_pct": percent(hits, 1),
+        **_read(engine, number, "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s",
+                "itl_p50_s"),
+        "lora": lora_view(engine.get("lora")),
+        "sleeping": sleeping if isinstance(sleeping, bool) else None,
+    }
+
+
 def host_view(raw_resource):
     """Everything the instance page draws from one snapshot; empty parts for an empty snapshot."""
     snapshot = _obj(raw_resource)
@@ -124,4 +162,7 @@ def host_view(raw_resource):
         "gpus": gpus,
         "unhealthy_gpus": sum(1 for gpu in gpus if gpu["unhealthy"]),
         "admission_reasons": _words(hint.get("admission_reasons")) or [],
+        # None: the agent reads no engine; []: it was told of engines and listed none.
+        "engines": ([engine_view(row, integer(snapshot.get("timestamp_ms"))) for row in _rows(snapshot.get("engines"))]
+                    if isinstance(snapshot.get("engines"), list) else None),
     }

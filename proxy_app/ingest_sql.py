@@ -8,6 +8,7 @@ the one every touch uses (``touch_alive_sql``).
 
 import functools
 
+import orjson
 from django.db import connection
 
 from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
@@ -69,8 +70,11 @@ def _snapshot_sql(vendor):
 
 def _upsert_values(columns):
     # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are.
-    values = {**columns, "has_raw_resource": bool(columns["raw_resource"])}
+    # every driver takes as they are, and one list: the engines' model names,
+    # kept as JSON text.
+    models = columns["engine_models"]
+    values = {**columns, "has_raw_resource": bool(columns["raw_resource"]),
+              "engine_models": None if models is None else orjson.dumps(models).decode()}
     return [values[name] for name in UPSERT_COLUMNS[1:]]
 
 

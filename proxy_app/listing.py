@@ -84,5 +84,6 @@ def _resource(resource_id, values, raw):
     if resource_id is None:
         return {**dict.fromkeys(RESOURCE_FIELDS), "raw_resource": EMPTY_OBJECT}
     row = dict(zip(RESOURCE_FIELDS, values))
+    row["engine_models"] = _fragment(row["engine_models"])  # JSON text, spliced in like the snapshot
     row["raw_resource"] = _fragment(raw) or EMPTY_OBJECT
     return row

@@ -107,6 +107,18 @@ class InstanceResource(models.Model):
     gpu_sample_coverage = models.CharField(max_length=16, null=True, blank=True)
     network_rx_mbps = models.FloatField(null=True, blank=True)
     network_tx_mbps = models.FloatField(null=True, blank=True)
+    # The serving engines of the host (SPEC 13, ``proxy_app.engines``): queue and
+    # KV figures sum or take the maximum over the ``ok`` engines only.
+    engine_count = models.IntegerField(null=True, blank=True)
+    engine_ok_count = models.IntegerField(null=True, blank=True)
+    engine_status = models.CharField(max_length=32, null=True, blank=True)
+    engine_models = JSONTextField(null=True, blank=True, help_text="Sorted, distinct model names (JSON list).")
+    requests_running = models.BigIntegerField(null=True, blank=True)
+    requests_waiting = models.BigIntegerField(null=True, blank=True)
+    kv_cache_usage_ratio = models.FloatField(null=True, blank=True)
+    kv_cache_capacity_tokens = models.BigIntegerField(null=True, blank=True)
+    ttft_p95_s = models.FloatField(null=True, blank=True)
+    engine_sample_age_ms = models.BigIntegerField(null=True, blank=True)
     # An agent's word: stored lower-cased as sent, so an unknown state is
     # kept rather than refused; the known ones are the Admission choices.
     admission_state = models.CharField(
@@ -194,10 +206,13 @@ class InstanceSample(models.Model):
     gpu_mem_used_ratio = figure()
     network_rx_mbps = figure()
     network_tx_mbps = figure()
+    requests_waiting = figure()
+    requests_running = figure()
+    kv_cache_usage_ratio = figure()
     admission_state = admission_column()
 
     FIGURES = ("cpu_util", "memory_used_ratio", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_ratio",
-               "network_rx_mbps", "network_tx_mbps")
+               "network_rx_mbps", "network_tx_mbps", "requests_waiting", "requests_running", "kv_cache_usage_ratio")
     ADMISSION = "admission_state"
 
     class Meta:
@@ -216,6 +231,9 @@ class InstanceMinute(MinuteRollup):
     gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
     network_rx_mbps_min, network_rx_mbps_avg, network_rx_mbps_max = figure_rollup()
     network_tx_mbps_min, network_tx_mbps_avg, network_tx_mbps_max = figure_rollup()
+    requests_waiting_min, requests_waiting_avg, requests_waiting_max = figure_rollup()
+    requests_running_min, requests_running_avg, requests_running_max = figure_rollup()
+    kv_cache_usage_ratio_min, kv_cache_usage_ratio_avg, kv_cache_usage_ratio_max = figure_rollup()
     admission_state = admission_column()
 
     FIGURES = InstanceSample.FIGURES

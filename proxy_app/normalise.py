@@ -5,40 +5,14 @@ versions, so every read is defensive: a value that is not a finite number is
 null, never 0, and a malformed part never rejects the report.
 """
 
-from controlplane.figures import MAX_DB_INT, MAX_QUANTITY, finite
+from controlplane.figures import MAX_DB_INT
+from proxy_app.engines import engine_columns
+from proxy_app.values import integer, number, text
 
 INVALID_GPU_QUALITIES = {"invalid", "failed", "error", "command_error", "parse_error", "unsupported"}
 # Per-GPU utilisation keys, in order of preference (window average first).
 GPU_AVG_KEYS = ("utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util")
 GPU_QUALITY_KEYS = ("utilization_sample_quality", "sample_quality", "quality")
-
-
-def number(value):
-    """A finite float from a JSON value, or None (strict numbers of SPEC 3.1).
-
-    Numeric text counts ("12.5"; agents and nvidia-smi based reporters write
-    "N/A", "[Not Supported]", "nan" for no value: None), and a magnitude past
-    ``MAX_QUANTITY`` is garbage: summed over a pool it could overflow to
-    infinity, which neither the databases nor JSON can hold.
-    """
-    return finite(value, text=True, limit=MAX_QUANTITY)
-
-
-def integer(value):
-    """Like ``number`` but rounded to an int that fits a BIGINT column."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        # Exact: going through float would round ids and timestamps past 2**53.
-        return value if abs(value) <= MAX_DB_INT else None
-    result = number(value)
-    if result is None or abs(result) > MAX_DB_INT:
-        return None
-    return int(round(result))
-
-
-def text(value, max_length=255):
-    if isinstance(value, str) and value.strip():
-        return value.strip()[:max_length]
-    return None
 
 
 def _obj(value):
@@ -187,6 +161,7 @@ def normalise_snapshot(snapshot, metadata, received_at):
         **_gpu_columns(devices, integer(snapshot.get("timestamp_ms"))),
         "network_rx_mbps": number(interface.get("rx_mbps")),
         "network_tx_mbps": number(interface.get("tx_mbps")),
+        **engine_columns(snapshot, integer(snapshot.get("timestamp_ms"))),
         "admission_state": admission,
         "resource_ts_ms": integer(snapshot.get("timestamp_ms")),
         "resource_reported_at": float(received_at),
@@ -207,6 +182,8 @@ RESOURCE_FIELDS = (
     "gpu_sample_age_ms", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms",
     "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_sample_count_min", "gpu_sample_coverage",
     "network_rx_mbps", "network_tx_mbps",
+    "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
+    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms",
     "admission_state", "resource_ts_ms", "resource_reported_at", "resource_report_monotonic_ms",
     "resource_report_wall_time_ms", "reported_instance_id", "agent_snapshot_timestamp_ms",
     "report_seq",

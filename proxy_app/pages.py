@@ -38,14 +38,18 @@ INSTANCE_CHARTS = (
     chart("GPU utilisation", "%", [("gpu_util_avg", "average"), ("gpu_util_max", "busiest GPU")], 100),
     chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
     chart("Network", "Mbit/s", [("network_rx_mbps", "rx"), ("network_tx_mbps", "tx")]),
+    chart("Engine queue", "requests", [("requests_waiting", "waiting"), ("requests_running", "running")]),
+    chart("KV cache used", "%", [("kv_cache_usage_ratio", "KV cache")], 100),
 )
 
 
 @dataclass(frozen=True)
 class PoolQuery(ListQuery):
-    """``/pool/``'s filters: status, admission, with resources only, search; sort; page; view."""
+    """``/pool/``'s filters: status, admission, with resources only, with a waiting queue, search; sort;
+    page; view."""
 
     reporting: bool = False
+    queued: bool = False
     view: str = "table"
 
     SORTS = {
@@ -55,6 +59,9 @@ class PoolQuery(ListQuery):
         # Least free first: the fullest hosts on top.
         "memory": Sort("memory", "resource__memory_free_ratio"),
         "gpu": Sort("GPU", "resource__gpu_util_avg", high_first=True),
+        # The engines' queue and KV cache (SPEC 13): the longest queue, the fullest cache first.
+        "waiting": Sort("waiting", "resource__requests_waiting", high_first=True),
+        "kv": Sort("KV cache", "resource__kv_cache_usage_ratio", high_first=True),
         "reported": Sort("report time", "resource__resource_reported_at", high_first=True),
         "id": Sort("id", "instance_id"),
     }
@@ -79,7 +86,9 @@ class PoolPages(EntryDashboard):
 
     def narrow(self, entries, query):
         if query.reporting:
-            return entries.filter(resource__has_raw_resource=True, resource__resource_reported_at__isnull=False)
+            entries = entries.filter(resource__has_raw_resource=True, resource__resource_reported_at__isnull=False)
+        if query.queued:
+            entries = entries.filter(resource__requests_waiting__gt=0)
         return entries
 
     def overview(self, now):
@@ -119,6 +128,8 @@ class PoolPages(EntryDashboard):
             "admission": None, "cpu": None, "memory_used_mb": None, "memory_total_mb": None, "memory_pct": None,
             "gpu_count": None, "gpu_util": None, "gpu_util_max": None, "gpu_mem_pct": None,
             "rx_mbps": None, "tx_mbps": None, "reported_at": None,
+            "engine_count": None, "engine_status": None, "requests_waiting": None, "requests_running": None,
+            "kv_pct": None,
         }
         if resource is not None and resource.has_raw_resource:
             row.update({
@@ -136,6 +147,11 @@ class PoolPages(EntryDashboard):
                 "rx_mbps": resource.network_rx_mbps,
                 "tx_mbps": resource.network_tx_mbps,
                 "reported_at": resource.resource_reported_at,
+                "engine_count": resource.engine_count,
+                "engine_status": resource.engine_status,
+                "requests_waiting": resource.requests_waiting,
+                "requests_running": resource.requests_running,
+                "kv_pct": percent(resource.kv_cache_usage_ratio, 1),
             })
         return row
 

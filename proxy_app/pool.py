@@ -1,11 +1,13 @@
 """This pool as a whole: the Proxy's identity and its pool_resource (SPEC 5, 7)."""
 
 from django.conf import settings
-from django.db.models import Avg, Count, Max, Min, Q, Sum
+from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from controlplane import clock
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
+from proxy_app import engines
 from proxy_app.aggregation import build_pool_resource
 from proxy_app.models import Instance, InstanceResource
 
@@ -73,8 +75,44 @@ def pool_totals(now):
         reported_at_min=Min("resource_reported_at"),
         reported_at_avg=Avg("resource_reported_at"),
         reported_at_max=Max("resource_reported_at"),
+        **_engine_aggregates(),
     ))
+    totals["engine_model_groups"] = _engine_model_groups(reporting) if totals["instances_with_engine"] else []
     return totals
+
+
+def _saturation():
+    """An instance's saturation (SPEC 13) in SQL: min(1, max(waiting / W, kv usage / K))."""
+    waiting_scale = float(settings.FLEETWATCH_SATURATION_WAITING)
+    kv_scale = float(settings.FLEETWATCH_SATURATION_KV)
+    as_float = FloatField()
+    waiting = Coalesce(F("requests_waiting"), Value(0), output_field=as_float) / Value(waiting_scale)
+    usage = Coalesce(F("kv_cache_usage_ratio"), Value(0.0), output_field=as_float) / Value(kv_scale)
+    return Least(Value(1.0), Greatest(waiting, usage, output_field=as_float), output_field=as_float)
+
+
+def _engine_aggregates():
+    """The pool's engine totals (SPEC 13), over the reporting instances' ``ok`` engines."""
+    engine_ok = Q(engine_ok_count__gt=0)
+    signal = engine_ok & (Q(requests_waiting__isnull=False) | Q(kv_cache_usage_ratio__isnull=False))
+    return {
+        "instances_with_engine": Count("pk", filter=Q(engine_count__gt=0)),
+        "instances_engine_ok": Count("pk", filter=engine_ok),
+        "requests_running_total": Sum("requests_running"),
+        "requests_waiting_total": Sum("requests_waiting"),
+        "kv_cache_usage_avg": Avg("kv_cache_usage_ratio"),
+        "kv_cache_usage_max": Max("kv_cache_usage_ratio"),
+        "kv_cache_capacity_tokens_total": Sum("kv_cache_capacity_tokens"),
+        "ttft_p95_max_s": Max("ttft_p95_s"),
+        "saturation": Avg(_saturation(), filter=signal),
+    }
+
+
+def _engine_model_groups(reporting):
+    """(models, instances, requests waiting) per distinct model set of the reporting instances."""
+    groups = (reporting.filter(engine_models__isnull=False).values("engine_models")
+              .annotate(instances=Count("pk"), waiting=Sum("requests_waiting")).order_by())
+    return [(group["engine_models"], group["instances"], group["waiting"]) for group in groups]
 
 
 def pool_resource(now=None):

@@ -40,6 +40,9 @@ class FleetQuery(ListQuery):
         "cpu": Sort("CPU", "pool_resource__utilization__cpu_avg", high_first=True),
         "memory": Sort("memory", "pool_resource__utilization__memory_used_ratio", high_first=True),
         "gpu": Sort("GPU", "pool_resource__utilization__gpu_util_avg", high_first=True),
+        # The pools' serving engines (SPEC 13): the most saturated, the longest queue first.
+        "saturation": Sort("saturation", "pool_resource__engine__saturation", high_first=True),
+        "waiting": Sort("waiting", "pool_resource__engine__requests_waiting_total", high_first=True),
         "id": Sort("id", "proxy_id"),
     }
 
@@ -64,6 +67,15 @@ def sparklines(proxy_ids, now):
     }
 
 
+def _add_engine(totals, figures, proxy_id):
+    """Fold one pool's engine figures into the fleet's: the queues summed, the most saturated pool kept."""
+    if figures["requests_waiting_total"] is not None:
+        totals["requests_waiting_total"] = (totals["requests_waiting_total"] or 0) + int(figures["requests_waiting_total"])
+    saturation = figures["saturation"]
+    if saturation is not None and (totals["saturation_max"] is None or saturation > totals["saturation_max"]):
+        totals["saturation_max"], totals["saturated_pool"] = saturation, proxy_id
+
+
 class FleetPages(EntryDashboard):
     name, entry, entries = "fleet", "proxy", "proxies"
     model = Proxy
@@ -74,8 +86,9 @@ class FleetPages(EntryDashboard):
 
     def overview(self, now):
         """Proxies per status, and instances and admission states summed over the alive proxies."""
-        totals = {**dict.fromkeys(COUNT_FIGURES, 0), **dict.fromkeys(Admission.values, 0), "reporting_proxies": 0}
-        for summary in Proxy.objects.alive(now).values_list("pool_resource", flat=True):
+        totals = {**dict.fromkeys(COUNT_FIGURES, 0), **dict.fromkeys(Admission.values, 0), "reporting_proxies": 0,
+                  "requests_waiting_total": None, "saturation_max": None, "saturated_pool": None}
+        for proxy_id, summary in Proxy.objects.alive(now).values_list("proxy_id", "pool_resource"):
             figures = summary_columns(summary)
             if figures["total"] is None:
                 continue
@@ -85,6 +98,7 @@ class FleetPages(EntryDashboard):
             state = figures["pool_admission_state"]
             if state in totals:
                 totals[state] += 1
+            _add_engine(totals, figures, proxy_id)
         return {"counts": self.status_counts(now), "totals": totals, "ttl_s": Proxy.ttl_s()}
 
     def summary(self, proxy, now):

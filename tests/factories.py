@@ -35,6 +35,29 @@ def make_snapshot(cpu=10.0, used_mb=2000.0, total_mb=8000.0, free_mb=6000.0, gpu
     return snapshot
 
 
+def make_engine(**fields):
+    """One object of a snapshot's ``engines`` (SPEC 13) as the agent reports it: a healthy vLLM engine
+    unless told otherwise."""
+    engine = {
+        "url": "http://127.0.0.1:8001", "kind": "vllm", "model": "tiny", "engine_index": "0", "status": "ok",
+        "error": None, "scraped_at_ms": T0_MS - 300, "scrape_ms": 4.2, "requests_running": 4, "requests_waiting": 8,
+        "kv_cache_usage_ratio": 0.25, "kv_cache_capacity_tokens": 4096, "prefix_cache_hit_ratio": None,
+        "preemptions": 0, "prompt_tokens_per_s": 12.0, "generation_tokens_per_s": 40.0, "ttft_p50_s": 0.2,
+        "ttft_p95_s": 0.9, "itl_p50_s": 0.05, "window_ms": 10000, "lora": None, "sleeping": False,
+    }
+    engine.update(fields)
+    return engine
+
+
+def make_failed_engine(status, **fields):
+    """An engine whose scrape failed: its status and error, every figure null (SPEC 13)."""
+    figures = dict.fromkeys(("requests_running", "requests_waiting", "kv_cache_usage_ratio", "kv_cache_capacity_tokens",
+                             "prefix_cache_hit_ratio", "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s",
+                             "ttft_p95_s", "itl_p50_s", "scrape_ms", "lora", "sleeping", "preemptions"))
+    return make_engine(**{"status": status, "error": f"{status}: boom", "model": None, "kind": None, **figures,
+                          **fields})
+
+
 def make_gpu(index=0, avg=50.0, current=None, peak=None, used=1000.0, total=80000.0, ok=True, **extra):
     gpu = {
         "index": index,

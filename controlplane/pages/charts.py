@@ -15,7 +15,7 @@ def range_choice(query):
 
 
 # Figures stored as ratios, drawn as percent.
-RATIOS = {"memory_used_ratio", "gpu_mem_used_ratio"}
+RATIOS = {"memory_used_ratio", "gpu_mem_used_ratio", "kv_cache_usage_ratio", "kv_cache_usage_max", "saturation"}
 
 
 def series_chart_data(series, key, range_name, now):
@@ -57,4 +57,7 @@ POOL_CHARTS = (
     chart("GPU memory used", "%", [("gpu_mem_used_ratio", "GPU memory")], 100),
     chart("Instances", "", [("alive", "alive"), ("stale", "stale"), ("with_resource", "reporting")]),
     chart("Network, all instances", "Mbit/s", [("network_rx_mbps_total", "rx"), ("network_tx_mbps_total", "tx")]),
+    chart("Engine queue, all instances", "requests", [("requests_waiting_total", "waiting")]),
+    chart("Engines: KV cache and saturation", "%", [("kv_cache_usage_max", "fullest KV cache"),
+                                                    ("saturation", "saturation")], 100),
 )

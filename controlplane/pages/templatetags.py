@@ -29,6 +29,8 @@ TONES = {
     "suspect": "warn", "degraded": "warn", "partial": "warn",
     "stale": "crit", "rejecting": "crit", "error": "crit", "missing": "crit", "expired": "crit",
     "invalid": "crit", "exited": "crit",
+    # A serving engine's scrape (SPEC 13).
+    "unreachable": "crit", "timeout": "crit", "http_error": "crit", "bad_format": "crit",
     "unregistered": "muted", "stopped": "muted",
 }
 

@@ -37,11 +37,16 @@ class PoolSeriesPoint(models.Model):
     gpu_mem_used_ratio = figure()
     network_rx_mbps_total = figure()
     network_tx_mbps_total = figure()
+    # The serving engines' figures (SPEC 13, the summary's ``engine`` section).
+    requests_waiting_total = figure()
+    kv_cache_usage_max = figure()
+    saturation = figure()
     pool_admission_state = admission_column()
     summary = models.JSONField()
 
     FIGURES = ("alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
-               "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total")
+               "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total",
+               "requests_waiting_total", "kv_cache_usage_max", "saturation")
     ADMISSION = "pool_admission_state"
 
     class Meta:
@@ -78,6 +83,9 @@ class PoolMinuteRollup(MinuteRollup):
     gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
     network_rx_mbps_total_min, network_rx_mbps_total_avg, network_rx_mbps_total_max = figure_rollup()
     network_tx_mbps_total_min, network_tx_mbps_total_avg, network_tx_mbps_total_max = figure_rollup()
+    requests_waiting_total_min, requests_waiting_total_avg, requests_waiting_total_max = figure_rollup()
+    kv_cache_usage_max_min, kv_cache_usage_max_avg, kv_cache_usage_max_max = figure_rollup()
+    saturation_min, saturation_avg, saturation_max = figure_rollup()
     pool_admission_state = admission_column()
 
     FIGURES = PoolSeriesPoint.FIGURES

@@ -16,6 +16,8 @@ ADMISSION_STATE_LENGTH = 32
 COUNT_FIGURES = ("alive", "total", "with_resource")
 UTILIZATION_FIGURES = ("cpu_avg", "memory_used_ratio", "gpu_util_avg", "gpu_mem_used_ratio", "network_rx_mbps_total",
                        "network_tx_mbps_total")
+# From the summary's ``engine`` section (SPEC 13).
+ENGINE_FIGURES = ("requests_waiting_total", "kv_cache_usage_max", "saturation")
 
 
 def _section(summary, name):
@@ -33,15 +35,17 @@ def summary_columns(summary):
     """The series columns of a pool_resource (SPEC 5 shape), None where absent."""
     instances = _section(summary, "instances")
     utilization = _section(summary, "utilization")
+    engine = _section(summary, "engine")
     return {
         **{name: whole(instances.get(name), 0, MAX_DB_INT) for name in COUNT_FIGURES},
         **{name: finite(utilization.get(name)) for name in UTILIZATION_FIGURES},
+        **{name: finite(engine.get(name)) for name in ENGINE_FIGURES},
         "pool_admission_state": _word(summary.get("pool_admission_state") if isinstance(summary, dict) else None),
     }
 
 
 # Its parts a page shows as they were sent (a malformed one is {}).
-SECTIONS = ("instances", "load", "utilization", "resource_freshness_s", "metric_source", "metric_quality")
+SECTIONS = ("instances", "load", "utilization", "engine", "resource_freshness_s", "metric_source", "metric_quality")
 
 
 def pool_view(summary, reported_at, now):
@@ -55,6 +59,8 @@ def pool_view(summary, reported_at, now):
         **figures,
         "memory_used_pct": as_percent(figures["memory_used_ratio"]),
         "gpu_mem_used_pct": as_percent(figures["gpu_mem_used_ratio"]),
+        "kv_cache_usage_max_pct": as_percent(figures["kv_cache_usage_max"]),
+        "saturation_pct": as_percent(figures["saturation"]),
         "gpu_count_total": whole(utilization.get("gpu_count_total")),
         "admission_reason": summary.get("pool_admission_reason") if isinstance(summary, dict) else None,
         **{state: whole(instances.get(state)) for state in Admission.values},

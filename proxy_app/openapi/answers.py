@@ -79,6 +79,13 @@ class InstanceResourceFigures(serializers.ModelSerializer):
         "capacity_hint.admission_state lower-cased: accepting, degraded, rejecting, or another word an "
         "agent sent."
     ))
+    engine_status = serializers.CharField(allow_null=True, read_only=True, help_text=(
+        "The worst status of the host's engines (SPEC 13): unreachable, timeout, http_error, bad_format or ok; "
+        "null without engines."
+    ))
+    engine_models = serializers.ListField(child=serializers.CharField(), allow_null=True, read_only=True,
+                                          help_text="The engines' model names, sorted and distinct; null without "
+                                                    "engines.")
 
     class Meta:
         model = InstanceResource
@@ -216,7 +223,7 @@ PoolFreshness = type("PoolFreshness", (serializers.Serializer,), {
 })
 METRIC_SOURCES = ("instances", "resource", "inflight_total", "qps_1m_total", "load_ratio", "capacity",
                   "prepare_queue_depth", "ready_queue_depth", "queue_pressure", "utilization",
-                  "pool_admission_state", "resource_freshness_s")
+                  "pool_admission_state", "resource_freshness_s", "engine")
 PoolMetricSource = type("PoolMetricSource", (serializers.Serializer,), {
     "__doc__": "Where each value came from, or `unavailable` when it is null for lack of data.",
     **{name: serializers.CharField() for name in METRIC_SOURCES},
@@ -235,6 +242,28 @@ class PoolMetricQuality(serializers.Serializer):
     resource = Coverage(help_text="q(with_resource, alive).")
     load = Coverage(help_text="q(non-null inflight + non-null qps, 2 × alive).")
     queue = Coverage(help_text="Always `missing`: this project has no request queue.")
+    engine = Coverage(help_text="q(instances with an ok engine, alive).")
+
+
+class PoolEngineModel(serializers.Serializer):
+    model = serializers.CharField()
+    instances = serializers.IntegerField(min_value=0)
+    requests_waiting_total = nullable_integer("The whole queue of each instance serving the model.")
+
+
+class PoolEngine(serializers.Serializer):
+    """The serving engines of the pool (SPEC 13), over reporting instances' `ok` engines; null where no input."""
+
+    instances_with_engine = serializers.IntegerField(min_value=0)
+    requests_running_total = nullable_integer()
+    requests_waiting_total = nullable_integer()
+    kv_cache_usage_avg = nullable_number()
+    kv_cache_usage_max = nullable_number()
+    kv_cache_capacity_tokens_total = nullable_integer()
+    ttft_p95_max_s = nullable_number()
+    saturation = nullable_number("Mean of min(1, max(waiting ÷ FLEETWATCH_SATURATION_WAITING, kv usage ÷ "
+                                 "FLEETWATCH_SATURATION_KV)) over instances with an ok engine.")
+    models = PoolEngineModel(many=True, allow_null=True, help_text="Up to 32, most instances first.")
 
 
 class PoolResourceSummary(serializers.Serializer):
@@ -251,6 +280,7 @@ class PoolResourceSummary(serializers.Serializer):
     pool_admission_state = serializers.ChoiceField(choices=ADMISSION)
     pool_admission_reason = serializers.CharField(help_text="\"<a> accepting, <d> degraded, <r> rejecting, "
                                                             "<alive> alive\".")
+    engine = PoolEngine()
     metric_source = PoolMetricSource()
     metric_quality = PoolMetricQuality()
 

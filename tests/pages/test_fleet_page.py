@@ -42,7 +42,7 @@ def test_it_lists_each_proxy_with_its_pool(page, frozen, register_proxy, proxy_h
     html = page("/fleet/")
     assert row_ids(html) == ["pxy-cpu", "pxy-gpu"]
     _, gpu_row, _ = row_of(html, "pxy-gpu")
-    assert gpu_row.startswith("alive pxy-gpu 10.0.0.1:8002 0 s ago accepting 3 / 4 35.0 % 50.0 % 80.0 % 3 s ago")
+    assert gpu_row.startswith("alive pxy-gpu 10.0.0.1:8002 0 s ago accepting 3 / 4 35.0 % 50.0 % 80.0 % – – 3 s ago")
     classes, cpu_row, cells = row_of(html, "pxy-cpu")
     assert "degraded 2 / 2 97.0 % 10.0 % no GPU" in cpu_row and "bar--crit" in cells
     assert one(html, "fleet-alive") == "2"
@@ -68,8 +68,8 @@ def test_it_shows_a_dash_for_a_missing_or_malformed_summary(page, frozen, regist
     register_proxy("pxy-odd", pool_resource={"instances": "many", "utilization": {"cpu_avg": "hot"},
                                              "pool_admission_state": 7})
     html = page("/fleet/")
-    assert row_of(html, "pxy-none")[1].endswith("0 s ago – – / – – – – – –")
-    assert row_of(html, "pxy-odd")[1].endswith("0 s ago – – / – – – – 0 s ago –")  # sent, unreadable
+    assert row_of(html, "pxy-none")[1].endswith("0 s ago – – / – – – – – – – –")
+    assert row_of(html, "pxy-odd")[1].endswith("0 s ago – – / – – – – – – 0 s ago –")  # sent, unreadable
 
 
 def test_it_draws_a_trend_from_the_stored_summaries(page, frozen, register_proxy, proxy_heartbeat):

@@ -19,6 +19,10 @@ EMPTY_TOTALS = {
     "gpu_mem_used_mb": None, "gpu_mem_total_mb": None, "gpu_count_total": None,
     "network_rx_mbps_total": None, "network_tx_mbps_total": None,
     "reported_at_min": None, "reported_at_avg": None, "reported_at_max": None,
+    "instances_with_engine": 0, "instances_engine_ok": 0, "requests_running_total": None,
+    "requests_waiting_total": None, "kv_cache_usage_avg": None, "kv_cache_usage_max": None,
+    "kv_cache_capacity_tokens_total": None, "ttft_p95_max_s": None, "saturation": None,
+    "engine_model_groups": [],
 }
 
 REPORTED = {
@@ -49,7 +53,8 @@ def test_it_answers_the_shape_of_spec_5():
     summary = healthy()
     assert set(summary) == {
         "schema_version", "proxy_id", "generated_at", "ttl_s", "instances", "load", "utilization",
-        "resource_freshness_s", "pool_admission_state", "pool_admission_reason", "metric_source", "metric_quality",
+        "resource_freshness_s", "pool_admission_state", "pool_admission_reason", "engine", "metric_source",
+        "metric_quality",
     }
     assert set(summary["instances"]) == {
         "total", "alive", "stale", "with_resource", "missing_resource", "accepting", "degraded", "rejecting",
@@ -67,9 +72,9 @@ def test_it_answers_the_shape_of_spec_5():
     assert set(summary["metric_source"]) == {
         "instances", "resource", "inflight_total", "qps_1m_total", "load_ratio", "capacity",
         "prepare_queue_depth", "ready_queue_depth", "queue_pressure", "utilization",
-        "pool_admission_state", "resource_freshness_s",
+        "pool_admission_state", "resource_freshness_s", "engine",
     }
-    assert set(summary["metric_quality"]) == {"resource", "load", "queue"}
+    assert set(summary["metric_quality"]) == {"resource", "load", "queue", "engine"}
 
 
 def test_it_stamps_the_header():
@@ -95,7 +100,7 @@ def test_it_rejects_for_an_empty_pool_and_knows_nothing_else():
     assert summary["load"]["inflight_total"] is None
     assert summary["load"]["qps_1m_total"] is None
     assert summary["load"]["load_ratio"] is None
-    assert summary["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing"}
+    assert summary["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing", "engine": "missing"}
 
 
 def test_it_rejects_when_every_instance_is_stale():
@@ -305,3 +310,46 @@ def test_it_grades_load_coverage_over_two_fields_per_alive_instance():
 
 def test_it_always_grades_the_queue_missing():
     assert healthy()["metric_quality"]["queue"] == "missing"
+
+
+# --- the engine section (SPEC 13) -------------------------------------------------------
+
+
+def test_it_has_an_engine_section_of_nulls_without_engines():
+    summary = healthy()
+    assert summary["engine"] == {
+        "instances_with_engine": 0, "requests_running_total": None, "requests_waiting_total": None,
+        "kv_cache_usage_avg": None, "kv_cache_usage_max": None, "kv_cache_capacity_tokens_total": None,
+        "ttft_p95_max_s": None, "saturation": None, "models": None,
+    }
+    assert summary["metric_source"]["engine"] == "unavailable"
+    assert summary["metric_quality"]["engine"] == "missing"
+
+
+def test_it_passes_the_engine_totals_through_and_grades_them_over_alive_instances():
+    summary = healthy(
+        n=4, instances_with_engine=3, instances_engine_ok=2, requests_running_total=8, requests_waiting_total=11,
+        kv_cache_usage_avg=0.5, kv_cache_usage_max=0.9, kv_cache_capacity_tokens_total=65536,
+        ttft_p95_max_s=1.25, saturation=0.75, engine_model_groups=[(["tiny"], 2, 11), (["big", "tiny"], 1, None)],
+    )
+    engine = summary["engine"]
+    assert engine["instances_with_engine"] == 3
+    assert (engine["requests_running_total"], engine["requests_waiting_total"]) == (8, 11)
+    assert (engine["kv_cache_usage_avg"], engine["kv_cache_usage_max"]) == (0.5, 0.9)
+    assert (engine["kv_cache_capacity_tokens_total"], engine["ttft_p95_max_s"], engine["saturation"]) == (
+        65536, 1.25, 0.75)
+    assert engine["models"] == [
+        {"model": "tiny", "instances": 3, "requests_waiting_total": 11},
+        {"model": "big", "instances": 1, "requests_waiting_total": None},
+    ]
+    assert summary["metric_source"]["engine"] == "agent_engine_scrape"
+    assert summary["metric_quality"]["engine"] == "partial"
+    # The compat queue keys keep their meaning: this project has no request queue of its own.
+    assert summary["load"]["prepare_queue_depth"] is None and summary["metric_quality"]["queue"] == "missing"
+
+
+def test_it_calls_the_engine_source_unavailable_when_no_engine_is_ok():
+    summary = healthy(n=2, instances_with_engine=2, instances_engine_ok=0, engine_model_groups=[(["tiny"], 2, None)])
+    assert summary["metric_source"]["engine"] == "unavailable"
+    assert summary["metric_quality"]["engine"] == "missing"
+    assert summary["engine"]["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": None}]

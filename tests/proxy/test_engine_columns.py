@@ -3,27 +3,12 @@
 import pytest
 
 from proxy_app.engines import engine_columns, engine_section, model_counts, saturation_of
+from tests.factories import T0_MS, make_engine, make_failed_engine
 
-TS = 1_767_225_600_000
-
-
-def engine(**fields):
-    """One engine object as the agent reports it: a healthy vLLM engine unless told otherwise."""
-    values = {
-        "url": "http://127.0.0.1:8001", "kind": "vllm", "model": "tiny", "engine_index": "0", "status": "ok",
-        "error": None, "scraped_at_ms": TS - 300, "scrape_ms": 4.2, "requests_running": 4, "requests_waiting": 8,
-        "kv_cache_usage_ratio": 0.25, "kv_cache_capacity_tokens": 4096, "prefix_cache_hit_ratio": None,
-        "preemptions": 0, "prompt_tokens_per_s": 12.0, "generation_tokens_per_s": 40.0, "ttft_p50_s": 0.2,
-        "ttft_p95_s": 0.9, "itl_p50_s": 0.05, "window_ms": 10000, "lora": None, "sleeping": False,
-    }
-    values.update(fields)
-    return values
+TS = T0_MS
 
 
-def failed(status, **fields):
-    figures = dict.fromkeys(("requests_running", "requests_waiting", "kv_cache_usage_ratio",
-                             "kv_cache_capacity_tokens", "ttft_p95_s", "scrape_ms"))
-    return engine(status=status, error=f"{status}: boom", model=None, kind=None, **{**figures, **fields})
+engine, failed = make_engine, make_failed_engine  # scraped 300 ms before TS
 
 
 def test_it_has_no_engine_columns_without_an_engines_list():

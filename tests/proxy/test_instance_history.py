@@ -12,7 +12,8 @@ from tests.factories import T0, make_snapshot
 pytestmark = pytest.mark.django_db
 
 POINT_KEYS = {"t", "cpu_util", "memory_used_ratio", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_ratio",
-              "network_rx_mbps", "network_tx_mbps", "admission_state"}
+              "network_rx_mbps", "network_tx_mbps", "requests_waiting", "requests_running", "kv_cache_usage_ratio",
+              "admission_state"}
 
 
 @pytest.fixture

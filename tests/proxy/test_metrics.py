@@ -4,7 +4,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy_app.history import record_pool
-from tests.factories import make_gpu, make_snapshot
+from tests.factories import make_engine, make_failed_engine, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +108,25 @@ def test_it_answers_another_method_with_405_whoever_asks(api, frozen):
         response = api.client.post("/metrics", data="{}", content_type="application/json", **extra)
         assert response.status_code == 405
         assert response.json()["error"] == "method_not_allowed"
+
+
+def test_it_exports_each_ok_engine_per_instance_and_model_and_the_pool_saturation(
+        api, register_instance, report, frozen, settings):
+    settings.FLEETWATCH_SATURATION_WAITING = 5
+    register_instance("e-1")
+    engines = [make_engine(engine_index="0", requests_waiting=3, requests_running=4, kv_cache_usage_ratio=0.5),
+               make_engine(engine_index="1", requests_waiting=2, requests_running=1, kv_cache_usage_ratio=0.7,
+                           ttft_p95_s=1.5),
+               make_engine(model="big", requests_waiting=0, requests_running=2, kv_cache_usage_ratio=0.1),
+               make_failed_engine("timeout", model="down")]
+    report("e-1", make_snapshot(engines=engines))
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_engine_requests_waiting", instance_id="e-1", model="tiny") == 5
+    assert value(samples, "fleetwatch_engine_requests_running", instance_id="e-1", model="tiny") == 5
+    assert value(samples, "fleetwatch_engine_kv_cache_usage_ratio", instance_id="e-1", model="tiny") == 0.7
+    assert value(samples, "fleetwatch_engine_ttft_p95_seconds", instance_id="e-1", model="tiny") == 1.5
+    assert value(samples, "fleetwatch_engine_requests_waiting", instance_id="e-1", model="big") == 0
+    # A failed engine has no figures: no sample, never a 0.
+    assert value(samples, "fleetwatch_engine_requests_waiting", instance_id="e-1", model="down") is None
+    assert value(samples, "fleetwatch_pool_engine_requests_waiting") == 5
+    assert value(samples, "fleetwatch_pool_engine_saturation") == 1.0  # 5 waiting ÷ 5

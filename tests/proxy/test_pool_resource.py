@@ -10,7 +10,8 @@ pytestmark = pytest.mark.django_db
 
 SUMMARY_KEYS = {
     "schema_version", "proxy_id", "generated_at", "ttl_s", "instances", "load", "utilization",
-    "resource_freshness_s", "pool_admission_state", "pool_admission_reason", "metric_source", "metric_quality",
+    "resource_freshness_s", "pool_admission_state", "pool_admission_reason", "engine", "metric_source",
+    "metric_quality",
 }
 INSTANCES_KEYS = {"total", "alive", "stale", "with_resource", "missing_resource", "accepting", "degraded", "rejecting"}
 LOAD_KEYS = {"inflight_total", "qps_1m_total", "capacity", "load_ratio", "prepare_queue_depth", "ready_queue_depth",
@@ -23,6 +24,7 @@ UTILIZATION_KEYS = {
 SOURCE_KEYS = {
     "instances", "resource", "inflight_total", "qps_1m_total", "load_ratio", "capacity", "prepare_queue_depth",
     "ready_queue_depth", "queue_pressure", "utilization", "pool_admission_state", "resource_freshness_s",
+    "engine",
 }
 
 
@@ -40,7 +42,7 @@ def test_it_answers_the_shape_of_spec_5(api, frozen, gpu_host):
     assert set(summary["utilization"]) == UTILIZATION_KEYS
     assert set(summary["resource_freshness_s"]) == {"min", "avg", "max"}
     assert set(summary["metric_source"]) == SOURCE_KEYS
-    assert set(summary["metric_quality"]) == {"resource", "load", "queue"}
+    assert set(summary["metric_quality"]) == {"resource", "load", "queue", "engine"}
 
 
 def test_it_stamps_the_summary_with_this_proxy(frozen, settings, pool_resource):
@@ -70,7 +72,7 @@ def test_it_rejects_with_an_empty_pool(frozen, pool_resource):
     assert summary["load"]["inflight_total"] is None
     assert summary["load"]["qps_1m_total"] is None
     assert summary["load"]["load_ratio"] is None
-    assert summary["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing"}
+    assert summary["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing", "engine": "missing"}
     assert summary["metric_source"]["utilization"] == "unavailable"
 
 
@@ -288,7 +290,7 @@ def test_it_explains_where_each_metric_comes_from(api, frozen, gpu_host, instanc
     assert body["metric_source"]["instances"] == "proxy_instance_pool_ttl"
     assert body["metric_source"]["qps_1m_total"] == "unavailable"
     assert body["metric_source"]["inflight_total"] != "unavailable"
-    assert body["metric_quality"] == {"resource": "complete", "load": "partial", "queue": "missing"}
+    assert body["metric_quality"] == {"resource": "complete", "load": "partial", "queue": "missing", "engine": "missing"}
 
 
 def test_it_calls_sources_unavailable_for_an_empty_pool(api, frozen):
@@ -296,7 +298,7 @@ def test_it_calls_sources_unavailable_for_an_empty_pool(api, frozen):
     assert body["metric_source"]["resource"] == "unavailable"
     assert body["metric_source"]["utilization"] == "unavailable"
     assert body["metric_source"]["resource_freshness_s"] == "unavailable"
-    assert body["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing"}
+    assert body["metric_quality"] == {"resource": "missing", "load": "missing", "queue": "missing", "engine": "missing"}
 
 
 def test_it_computes_the_summary_in_a_constant_number_of_queries(api, frozen, gpu_host, instance_heartbeat):

@@ -9,7 +9,8 @@ pytestmark = pytest.mark.django_db
 
 # SPEC 9's keys, and the pool's total and network rates (the pool page charts them).
 POINT_KEYS = {"t", "alive", "total", "with_resource", "cpu_avg", "memory_used_ratio", "gpu_util_avg",
-              "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total", "pool_admission_state"}
+              "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total", "requests_waiting_total",
+              "kv_cache_usage_max", "saturation", "pool_admission_state"}
 
 
 def test_it_answers_the_pool_summaries_oldest_first(api, register_instance, report, frozen, settings):

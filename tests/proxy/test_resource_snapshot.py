@@ -12,7 +12,10 @@ RESOURCE_KEYS = {
     "gpu_util_avg", "gpu_util_current", "gpu_util_max", "gpu_sample_count", "gpu_sample_age_ms",
     "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms", "gpu_mem_used_mb", "gpu_mem_total_mb",
     "gpu_sample_count_min", "gpu_sample_coverage",
-    "network_rx_mbps", "network_tx_mbps", "admission_state", "resource_ts_ms", "resource_reported_at",
+    "network_rx_mbps", "network_tx_mbps",
+    "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
+    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms",
+    "admission_state", "resource_ts_ms", "resource_reported_at",
     "resource_report_monotonic_ms", "resource_report_wall_time_ms", "reported_instance_id",
     "agent_snapshot_timestamp_ms", "report_seq", "raw_resource",
 }
