@@ -74,7 +74,9 @@ def web_server_argv(host, port, workers):
     docs/scale-out.md): it answers more requests per core, and it drops
     clients that send their headers slowly instead of giving each one a
     worker, so 200 such connections cannot starve /healthz
-    (tests/system/test_slow_clients.py).
+    (tests/system/test_slow_clients.py). With the connection limits below,
+    neither can 2,000 idle and 2,000 slow ones together
+    (tests/system/test_connection_flood.py).
     """
     return [
         str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
