@@ -141,7 +141,9 @@ def outage(workdir, seconds):
         register(server)
 
         def during():
-            time.sleep(2)
+            # Every process of up started (the task cluster dies of an outage while it starts: bench/README.md).
+            wait_for(lambda: "Fleetwatch is up" in server.log(), timeout_s=60)
+            time.sleep(5)
             cut.cut()
             until = time.monotonic() + seconds
             while time.monotonic() < until:
