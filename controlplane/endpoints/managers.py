@@ -52,29 +52,33 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         """Register an entry: create it alive, or refresh a known one and revive it.
 
         ``refresh(entry)`` applies the re-register rules to a known entry.
-        A concurrent first register of the same id lands in the refresh path.
-        Returns the entry.
+        A concurrent first register of the same id lands in the refresh path;
+        an entry unregistered between the two (PostgreSQL lets that happen)
+        is created again. Returns the entry.
         """
-        try:
+        while True:
+            try:
+                with transaction.atomic():
+                    entry = self.create(
+                        **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
+                        **create_fields,
+                    )
+                    self.model.record_change(pk, ChangeStatus.NONE, Status.ALIVE, ChangeReason.REGISTERED, now)
+                    return entry
+            except IntegrityError:
+                pass
             with transaction.atomic():
-                entry = self.create(
-                    **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
-                    **create_fields,
-                )
-                self.model.record_change(pk, ChangeStatus.NONE, Status.ALIVE, ChangeReason.REGISTERED, now)
+                entry = self.select_for_update().filter(pk=pk).first()
+                if entry is None:
+                    continue  # unregistered since the create failed: create it
+                old_status = entry.status
+                refresh(entry)
+                entry.last_seen_at = now
+                entry.status = Status.ALIVE
+                entry.save()
+                if old_status != Status.ALIVE:
+                    self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
                 return entry
-        except IntegrityError:
-            pass
-        with transaction.atomic():
-            entry = self.select_for_update().get(pk=pk)
-            old_status = entry.status
-            refresh(entry)
-            entry.last_seen_at = now
-            entry.status = Status.ALIVE
-            entry.save()
-            if old_status != Status.ALIVE:
-                self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
-            return entry
 
     def touch(self, pk, now, reason, **fields):
         """Refresh ``last_seen_at`` (and the given fields); False if unknown.
