@@ -12,7 +12,7 @@ off), started the way the system tests start it (``tests/live.py``):
    every acknowledged report must be stored (its ``report_seq`` or a later one).
 2. outage: the same stream while the database is out of reach for
    ``--outage-s`` seconds (PostgreSQL: through a TCP forwarder that is cut,
-   ``tests/tcp_proxy.py``; SQLite: the database file moved aside), with a
+   ``tests/outages.py``; SQLite: the database file moved aside), with a
    reader beside it; answers are counted by status, then the acknowledged
    reports are checked as above. The server is not restarted.
 3. fuzz: ``--fuzz`` random bodies to the four instance writes and the
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.live import LiveServer, wait_for  # noqa: E402
-from tests.system.test_database_outage import PostgresOutage, SqliteOutage  # noqa: E402
+from tests.outages import outage_on_suite_backend  # noqa: E402
 
 INSTANCES = 40
 ENV = {"FLEETWATCH_INSTANCE_TTL_S": "3600", "FLEETWATCH_RATE_LIMIT": "0"}
@@ -134,7 +134,7 @@ def kill_runs(workdir, runs, seconds):
 
 def outage(workdir, seconds):
     on_postgres = os.environ.get("DATABASE_URL", "").startswith("postgres")
-    cut = (PostgresOutage if on_postgres else SqliteOutage)(workdir)
+    cut = outage_on_suite_backend(workdir)
     server = LiveServer(workdir, roles="proxy", database=cut.database, env={**ENV, **cut.env}).start()
     reads = collections.Counter()
     try:

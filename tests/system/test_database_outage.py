@@ -1,22 +1,18 @@
 """A database outage is a 503 ``database_unavailable`` until the database is back, then all is as before (issue 20).
 
 The outage is real for the server: on PostgreSQL its connections go through
-a TCP forwarder (``tests/tcp_proxy.py``) that the test cuts, dropping every
+a TCP forwarder (``tests/outages.py``) that the test cuts, dropping every
 connection and refusing new ones, then restores; on SQLite the database file
 is moved aside and a directory put in its place, with connections opened
 per request, then moved back. The server is never restarted.
 """
 
-import os
-from pathlib import Path
-from urllib.parse import urlparse
-
 import pytest
 import requests
 
 from tests.factories import make_snapshot
-from tests.live import LiveDatabase, wait_for
-from tests.tcp_proxy import TcpProxy
+from tests.live import wait_for
+from tests.outages import outage_on_suite_backend
 
 pytestmark = pytest.mark.live
 
@@ -24,46 +20,9 @@ LIVE_ENV = {"FLEETWATCH_INSTANCE_TTL_S": "3600", "FLEETWATCH_RATE_LIMIT": "0"}
 REFUSED = 30  # requests answered during the outage
 
 
-class PostgresOutage:
-    def __init__(self, tmp_path):
-        self.database = LiveDatabase(tmp_path)
-        parsed = urlparse(self.database.url)
-        self.forwarder = TcpProxy(parsed.hostname, parsed.port or 5432).start()
-        self.env = {"DATABASE_URL": parsed._replace(netloc=f"{parsed.username}@127.0.0.1:{self.forwarder.port}").geturl()}
-
-    def cut(self):
-        self.forwarder.cut()
-
-    def restore(self):
-        self.forwarder.restore()
-
-
-class SqliteOutage:
-    """The database file (and its WAL) moved aside and a directory put in its place: it cannot
-    be opened, and nothing can create an empty database there meanwhile."""
-
-    FILES = ("", "-wal", "-shm")
-
-    def __init__(self, tmp_path):
-        self.database = LiveDatabase(tmp_path)
-        # A connection per request, so every request finds the file gone, as a new worker would.
-        self.env = {"FLEETWATCH_CONN_MAX_AGE": "0"}
-
-    def cut(self):
-        for suffix in self.FILES:
-            Path(f"{self.database.path}{suffix}").rename(f"{self.database.path}{suffix}.aside")
-        self.database.path.mkdir()
-
-    def restore(self):
-        self.database.path.rmdir()
-        for suffix in self.FILES:
-            Path(f"{self.database.path}{suffix}.aside").rename(f"{self.database.path}{suffix}")
-
-
 @pytest.fixture
 def outage(tmp_path):
-    on_postgres = os.environ.get("DATABASE_URL", "").startswith("postgres")
-    return (PostgresOutage if on_postgres else SqliteOutage)(tmp_path)
+    return outage_on_suite_backend(tmp_path)
 
 
 def report(server, seq):
