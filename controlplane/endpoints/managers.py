@@ -122,9 +122,14 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         return bool(self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields))
 
     def unregister(self, pk, now):
-        """Delete an entry, recording a last change to ``unregistered``; False if unknown."""
+        """Delete an entry, recording a last change to ``unregistered``; False if unknown.
+
+        The entry's row is locked first: a report being stored for it (which
+        updates that row, then writes the rows that refer to it) finishes
+        before the delete gathers those rows, or finds the entry gone after.
+        """
         with transaction.atomic():
-            old_status = self.filter(pk=pk).values_list("status", flat=True).first()
+            old_status = self.select_for_update().filter(pk=pk).values_list("status", flat=True).first()
             if old_status is None or not self.filter(pk=pk).delete()[0]:
                 return False
             self.model.record_change(pk, old_status, ChangeStatus.UNREGISTERED, ChangeReason.UNREGISTERED, now)
