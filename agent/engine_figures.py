@@ -53,9 +53,10 @@ def histogram_quantile(q, buckets):
 
 def bucket_deltas(now, base):
     """Per-bucket difference of two cumulative histograms with the same bounds; None if they differ."""
-    if base is None or [le for le, _ in now] != [le for le, _ in base]:
+    if base is None or len(now) != len(base):
         return None
-    return tuple((le, count - before) for (le, count), (_, before) in zip(now, base))
+    deltas = [(le, count - before) for (le, count), (base_le, before) in zip(now, base) if le == base_le]
+    return tuple(deltas) if len(deltas) == len(now) else None
 
 
 def went_down(now: EngineReading, before: EngineReading) -> bool:
@@ -65,8 +66,7 @@ def went_down(now: EngineReading, before: EngineReading) -> bool:
             return True
     for name, buckets in now.histograms.items():
         previous = before.histograms.get(name)
-        if previous is not None and (buckets[-1][1] < previous[-1][1]
-                                     or [le for le, _ in buckets] != [le for le, _ in previous]):
+        if previous is not None and (buckets[-1][1] < previous[-1][1] or bucket_deltas(buckets, previous) is None):
             return True
     return False
 
@@ -113,11 +113,11 @@ def windowed_figures(reading: EngineReading, base) -> dict:
         change = delta(name)
         return None if change is None or elapsed_ms <= 0 else round(change * 1000.0 / elapsed_ms, 2)
 
+    deltas = {name: bucket_deltas(buckets, before.histograms.get(name))
+              for name, buckets in reading.histograms.items()}
+
     def quantile(name, q):
-        if name not in reading.histograms:
-            return None
-        buckets = bucket_deltas(reading.histograms[name], before.histograms.get(name))
-        value = histogram_quantile(q, buckets)
+        value = histogram_quantile(q, deltas.get(name))
         return None if value is None else round(value, 6)
 
     preemptions = delta("preemptions")
@@ -163,6 +163,10 @@ class EngineTracker:
             readings = read_engines(sources, parse_samples(text, sources.wanted))
         except ExpositionError as error:
             return self.failed(BAD_FORMAT, str(error), scraped_at_ms, scrape_ms)
+        return self.observe_readings(sources, readings, at_ms, scraped_at_ms, scrape_ms)
+
+    def observe_readings(self, sources, readings, at_ms, scraped_at_ms, scrape_ms):
+        """Objects from a scrape already read into ``EngineReading``s (the simulator's engines start here)."""
         self._kind = sources.kind
         self._known = [(reading.model, reading.engine_index) for reading in readings]
         windows = {}

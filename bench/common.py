@@ -91,10 +91,27 @@ def realistic_snapshot(gpus=8, cores=32):
     }
 
 
-def snapshot_body_template(gpus=8):
-    """The CacheRoute report body with __ID__ and __SEQ__ for wrk to fill in."""
+def realistic_engine(index=0):
+    """One busy vLLM engine as the agent lists it under ``engines`` (SPEC 13): ≈ 700 bytes."""
+    return {
+        "url": "http://127.0.0.1:8000", "kind": "vllm", "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "engine_index": str(index), "status": "ok", "error": None, "scraped_at_ms": 1767225599800,
+        "scrape_ms": 3.4, "requests_running": 48, "requests_waiting": 12, "kv_cache_usage_ratio": 0.8125,
+        "kv_cache_capacity_tokens": 1048576, "prefix_cache_hit_ratio": 0.42, "preemptions": 0,
+        "prompt_tokens_per_s": 18250.5, "generation_tokens_per_s": 2410.25, "ttft_p50_s": 0.18, "ttft_p95_s": 0.92,
+        "itl_p50_s": 0.021, "window_ms": 10000, "lora": {"max": 4, "running": ["sql-adapter"], "waiting": []},
+        "sleeping": False,
+    }
+
+
+def snapshot_body_template(gpus=8, engines=0):
+    """The CacheRoute report body with __ID__ and __SEQ__ for wrk to fill in; ``engines`` > 0 adds that
+    many engines of a data-parallel vLLM (SPEC 13)."""
+    snapshot = realistic_snapshot(gpus)
+    if engines:
+        snapshot["engines"] = [realistic_engine(index) for index in range(engines)]
     return json.dumps({
-        "instance_id": "__ID__", "snapshot": realistic_snapshot(gpus),
+        "instance_id": "__ID__", "snapshot": snapshot,
         "metadata": {"reported_instance_id": "__ID__", "report_monotonic_ms": 1000,
                      "report_wall_time_ms": 1767225600000, "agent_snapshot_timestamp_ms": 1767225600000,
                      "report_seq": 999999999},

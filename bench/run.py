@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/run.py [--database-url URL] [--server granian|gunicorn] [--workers N]
                                   [--seconds 10] [--rounds 3] [--pool-size 10000] [--gpus 8]
-                                  [--skip-history]
+                                  [--engines 2] [--skip-history] [--only-engines]
 
 One fresh deployment (SQLite by default), its web server run as ``up`` runs
 it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
@@ -14,6 +14,8 @@ it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
    alternating; the server's CPU time per request (all its processes);
 2. heartbeats; ingest with auth off (a second server on the same database,
    alternated with the first); ingest with the series recorder running;
+   ingest of snapshots listing ``--engines`` serving engines (SPEC 13)
+   against the same snapshots without, alternated;
 3. at ``--pool-size`` reporting instances: ``GET /debug/pool_resource`` at
    concurrency 4 (fresh on every read), the full ``/v1/instance/list``, one
    page of 100 at offset 5,000, the pool page and its rows fragment;
@@ -111,6 +113,22 @@ def with_recorder(args, deployment, on, token, without):
         rps / without >= 0.9)
 
 
+def with_engines(args, on, token):
+    """Ingest of snapshots listing the host's engines against the same snapshots without, rounds alternating."""
+    plain, listed = snapshot_body_template(args.gpus), snapshot_body_template(args.gpus, args.engines)
+    without, with_them = [], []
+    for round_no in range(1, args.rounds + 1):
+        pair = [(without, plain), (with_them, listed)]
+        for runs, body in pair if round_no % 2 else reversed(pair):
+            runs.append(measured(on, "POST", INGEST_PATH, args.seconds, body=body, token=token))
+    ratio = statistics.median(w["rps"] / o["rps"] for w, o in zip(with_them, without))
+    size = len(listed) - len(plain)
+    row(f"ingest with {args.engines} engines in the snapshot (+{size} bytes) / without", f"{ratio:.2f}", "≥ 0.90",
+        ratio >= 0.9)
+    cpu = statistics.median(r["cpu_ms"] for r in with_them) - statistics.median(r["cpu_ms"] for r in without)
+    row("  server CPU the engines add per ingest", f"{cpu:+.3f} ms")
+
+
 def curl_seconds(url, count, token):
     """Median seconds curl takes to fetch ``url`` whole (a client that costs the figure nothing)."""
     times = []
@@ -170,7 +188,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pool-size", type=int, default=10_000)
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per snapshot: 8 ≈ 7 KB, 1 ≈ 1.8 KB")
+    parser.add_argument("--engines", type=int, default=2, help="engines per snapshot in the engines row (SPEC 13)")
     parser.add_argument("--skip-history", action="store_true", help="leave out the day of history (slow to seed)")
+    parser.add_argument("--only-engines", action="store_true", help="only the ingest rows and the engines row")
     args = parser.parse_args()
 
     deployment = Deployment(args.database_url, FLEETWATCH_RATE_LIMIT=0)
@@ -184,8 +204,10 @@ def main():
         register_instances(on.url, 1000, token)
         ingest = throughput(args, on, off, token)
         with_recorder(args, deployment, on, token, ingest)
-        pool_reads(args, deployment, on, off, reader)
-        if not args.skip_history:
+        with_engines(args, on, token)
+        if not args.only_engines:
+            pool_reads(args, deployment, on, off, reader)
+        if not (args.skip_history or args.only_engines):
             history_reads(args, deployment, on, reader)
     finally:
         on.stop()

@@ -96,5 +96,7 @@ def in_units(number, ladder, *, signed=False):
     place = number if signed else abs(number)
     for below, size, unit, digits in ladder:
         if below is None or place < below:
-            return f"{number / size:.{digits}f} {unit}"
+            # A tiny negative rounds to zero: "0.0 s", never "-0.0 s".
+            shown = number / size if round(number / size, digits) else 0.0
+            return f"{shown:.{digits}f} {unit}"
     raise ValueError("a ladder ends with a unit that takes any number (below=None)")

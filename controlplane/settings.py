@@ -82,7 +82,14 @@ FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 FLEETWATCH_WEB_BACKLOG = env_int("FLEETWATCH_WEB_BACKLOG", 4096)
 FLEETWATCH_WEB_CONNECTIONS = env_int("FLEETWATCH_WEB_CONNECTIONS", 8192)
 FLEETWATCH_WEB_HEADER_TIMEOUT_S = env_int("FLEETWATCH_WEB_HEADER_TIMEOUT_S", 10)
+# How long ``up`` waits for its processes to stop, all at once, before it kills them
+# (a service manager's own grace period should be longer: systemd's default is 90 s).
+FLEETWATCH_STOP_GRACE_S = env_float("FLEETWATCH_STOP_GRACE_S", 20.0)
 FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
+# Where `up`'s own local agent listens, set by `up` for its web server (the agent page names it).
+FLEETWATCH_UP_AGENT_LISTEN = env_str("FLEETWATCH_UP_AGENT_LISTEN")
+# Whether someone set it: a load against the default 8 is no statement about this pool.
+FLEETWATCH_PROXY_CAPACITY_CONFIGURED = env_str("FLEETWATCH_PROXY_CAPACITY").strip() != ""
 # An instance's engine saturation (SPEC 13): min(1, max(waiting / W, kv usage / K)).
 FLEETWATCH_SATURATION_WAITING = env_float("FLEETWATCH_SATURATION_WAITING", 5.0)
 FLEETWATCH_SATURATION_KV = env_float("FLEETWATCH_SATURATION_KV", 0.8)
@@ -187,7 +194,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Fleetwatch API",
     "DESCRIPTION": "Resource-aware control plane for LLM-serving fleets: the Proxy and Scheduler APIs "
-                   "(the CacheRoute wire contract, SPEC.md).",
+                   "(the CacheRoute wire contract, docs/contract.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -13,6 +13,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane.api.views import healthz
 from controlplane.ops.metrics import MetricsView
+from controlplane.ops.readiness import readyz
 from controlplane.ops.roles import role_apps
 from controlplane.pages.layout import home
 
@@ -21,6 +22,7 @@ urlpatterns = [path("", include(f"{config.name}.urls")) for config in role_apps(
 urlpatterns += [
     path("", home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     # Browsers ask for it on every page, the admin's login page included.
     path("favicon.ico", RedirectView.as_view(url="/static/fleetwatch/favicon.svg", permanent=True)),
     path("metrics", MetricsView.as_view(), name="metrics"),

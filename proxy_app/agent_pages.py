@@ -28,13 +28,36 @@ def this_server_url(request):
     return f"{request.scheme}://{request.get_host()}"
 
 
+# Whose an agent running on this host is, as the page says it.
+OWNERS = {
+    "page": "started from this page",
+    "up": "manage.py up's own agent",
+    "other": "not started here",
+}
+
+
+def running_agents(status):
+    """Every agent the page knows to run on this host, its own first: ``[{owner, who, listen, health}]``.
+
+    ``manage.py up`` tells its web server where its own agent listens
+    (``FLEETWATCH_UP_AGENT_LISTEN``); any other agent answering on the
+    default address is someone else's. The page stops only its own.
+    """
+    running = []
+    if status.state == "running":
+        running.append({"owner": "page", "listen": status.agent.listen, "health": status.health})
+    for listen, owner in ((settings.FLEETWATCH_UP_AGENT_LISTEN, "up"), (DEFAULT_LISTEN, "other")):
+        if not listen or any(agent["listen"] == listen for agent in running):
+            continue
+        health = probe(listen)
+        if health is not None:
+            running.append({"owner": owner, "listen": listen, "health": health})
+    return [{**agent, "who": OWNERS[agent["owner"]]} for agent in running]
+
+
 def _status_context(control):
     status = control.status()
-    # An agent on the default address that this page did not start (``manage.py up`` runs one).
-    foreign = None
-    if status.state != "running" or status.agent.listen != DEFAULT_LISTEN:
-        foreign = probe(DEFAULT_LISTEN)
-    return {"status": status, "foreign": foreign, "default_listen": DEFAULT_LISTEN, "now": clock.now()}
+    return {"status": status, "running": running_agents(status), "now": clock.now()}
 
 
 @dashboard_page(staff_always=True)

@@ -48,7 +48,9 @@ def _int_or_none(value):
 
 
 def _age(now, reported_at):
-    return None if reported_at is None else round(now - reported_at, 3)
+    """now − reported_at, never below 0: a report stamped by a web process a moment after this summary's
+    ``now`` was taken is fresh, not from the future."""
+    return None if reported_at is None else max(0.0, round(now - reported_at, 3))
 
 
 def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):

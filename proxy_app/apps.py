@@ -15,6 +15,7 @@ class ProxyAppConfig(RoleConfig):
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
     metrics_collector = "proxy_app.metrics.ProxyCollector"
+    readiness_checks = "proxy_app.readiness.checks"
     periodic_tasks = schedule_of("proxy_app.tasks", sweep_instances=1, delete_expired_instances=10,
                                  rollup_instance_history=1, prune_instance_history=1)
 

@@ -65,6 +65,8 @@ class ProxyLink:
             "roles": list(settings.FLEETWATCH_ROLES),
             "proxy_url": pool.advertised_url(),
             "capacity": settings.FLEETWATCH_PROXY_CAPACITY,
+            # False: the capacity is the default, so its load ratio says nothing (the Scheduler's pages say so).
+            "capacity_configured": settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED,
         }
 
     def load(self, summary):

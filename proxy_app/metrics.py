@@ -1,9 +1,14 @@
 """The Proxy's figures for ``/metrics`` (SPEC 11), read from the database at scrape time.
 
-Per-instance and per-GPU samples exist for alive instances only, so the
-label sets stay as large as the live pool; ``fleetwatch_instance_up`` covers
-every registered instance (0 once stale, until it expires). A value the
-instance did not report is no sample at all, never 0.
+Every family carries this Proxy's ``proxy_id`` as its first label
+(``ProxyGauge``), so the pools of one Prometheus stay apart. Per-instance
+and per-GPU samples (``proxy_app.host_metrics``, the engines' below) exist
+for instances within their TTL only, so the label sets stay as large as the
+live pool; ``fleetwatch_instance_up`` covers every registered instance (1
+within the TTL, alive or suspect; 0 once stale, until it expires) and
+``fleetwatch_instance_alive`` is 1 for alive ones only. A value the instance
+did not report is no sample at all, never 0. Nothing here runs on the
+ingest path.
 """
 
 import orjson
@@ -14,73 +19,102 @@ from prometheus_client.core import GaugeMetricFamily
 
 from controlplane import clock
 from controlplane.endpoints.liveness import Status
-from controlplane.figures import finite, ratio
+from controlplane.figures import finite
+from controlplane.ops.pool_metrics import PoolFamilies
+from proxy_app import pool
 from proxy_app.history import latest_pool_resource
-from proxy_app.models import Instance, InstanceResource
-from proxy_app.pool import pool_resource
+from proxy_app.host_metrics import HostFamilies
+from proxy_app.models import Instance, InstanceResource, PoolResource, SchedulerLinkState
 
-MIB = 2**20
 POOL_STATES = ("alive", "with_resource", "accepting", "degraded", "rejecting")
+RESOURCE_COLUMNS = ("cpu_util", "memory_used_mb", "memory_total_mb", "network_rx_mbps", "network_tx_mbps",
+                    "admission_state", "resource_reported_at")
 
 
-def _gauge(name, documentation, labels=()):
-    return GaugeMetricFamily(name, documentation, labels=list(labels))
+class ProxyGauge(GaugeMetricFamily):
+    """A gauge of this Proxy: ``proxy_id`` is its first label, filled in by ``add_metric``."""
+
+    def __init__(self, name, documentation, labels=()):
+        super().__init__(name, documentation, labels=["proxy_id", *labels])
+        self.proxy_id = pool.proxy_id()
+
+    def add_metric(self, labels, value, timestamp=None):
+        super().add_metric([self.proxy_id, *labels], value, timestamp)
+
+
+_gauge = ProxyGauge
 
 
 class ProxyCollector:
     def collect(self):
         now = clock.now()
         states = dict.fromkeys(Status.values, 0)
-        up = _gauge("fleetwatch_instance_up", "1 while the instance is alive (seen within its TTL), else 0.",
-                    ["instance_id"])
-        alive_ids = set()
+        up = _gauge("fleetwatch_instance_up", "1 while the instance is within its TTL (alive or suspect), "
+                    "0 once stale (until it expires).", ["instance_id"])
+        alive = _gauge("fleetwatch_instance_alive", "1 while the instance is alive (seen within its alive "
+                       "window), else 0.", ["instance_id"])
+        live_ids = set()
         for instance in Instance.objects.only("instance_id", "last_seen_at"):
             status = instance.status_now(now)
             states[status] += 1
             up.add_metric([instance.instance_id], 1.0 if status != Status.STALE else 0.0)
+            alive.add_metric([instance.instance_id], 1.0 if status == Status.ALIVE else 0.0)
             if status != Status.STALE:
-                alive_ids.add(instance.instance_id)
-        counts = _gauge("fleetwatch_instances", "Registered instances by liveness state.", ["state"])
+                live_ids.add(instance.instance_id)
+        counts = _gauge("fleetwatch_instances", "Registered instances by liveness state (they add up to all).",
+                        ["state"])
         for state, count in states.items():
             counts.add_metric([state], count)
         yield counts
         yield up
-        yield from self._resources(alive_ids)
+        yield alive
+        yield from self._resources(live_ids, now)
         yield from self._pool(now)
+        yield from self._processes(now)
 
-    def _resources(self, alive_ids):
-        cpu = _gauge("fleetwatch_instance_cpu_utilization_ratio", "Host CPU busy share, 0-1.", ["instance_id"])
-        used = _gauge("fleetwatch_instance_memory_used_bytes", "Host memory in use (total - available).",
-                      ["instance_id"])
-        total = _gauge("fleetwatch_instance_memory_total_bytes", "Host memory.", ["instance_id"])
-        gpu_util = _gauge("fleetwatch_gpu_utilization_ratio", "GPU utilisation over the agent's window, 0-1.",
-                          ["instance_id", "gpu"])
-        gpu_used = _gauge("fleetwatch_gpu_memory_used_bytes", "GPU memory in use.", ["instance_id", "gpu"])
-        gpu_temp = _gauge("fleetwatch_gpu_temperature_celsius", "GPU temperature.", ["instance_id", "gpu"])
+    def _processes(self, now):
+        """The recorder's and the link's traces in the database (what /readyz judges, as figures)."""
+        recorded = _gauge("fleetwatch_recorder_last_record_age_seconds", "Seconds since the recorder's newest pool row.")
+        newest = PoolResource.objects.order_by("-t").values_list("t", flat=True).first()
+        _add([], (recorded, None if newest is None else max(0.0, now - newest)))
+        attempt = _gauge("fleetwatch_link_last_attempt_age_seconds", "Seconds since the link last tried the Scheduler.")
+        success = _gauge("fleetwatch_link_last_success_age_seconds",
+                         "Seconds since the Scheduler last accepted the link's register or heartbeat.")
+        failures = _gauge("fleetwatch_link_consecutive_failures", "The link's failed attempts since its last success.")
+        state = SchedulerLinkState.objects.filter(proxy_id=pool.proxy_id()).first()
+        if state is not None:
+            _add([], (attempt, _age(now, state.last_attempt_at)), (success, _age(now, state.last_ok_at)),
+                 (failures, state.consecutive_failures))
+        yield from (recorded, attempt, success, failures)
+
+    def _resources(self, live_ids, now):
+        hosts = HostFamilies(_gauge)
         engine = EngineFamilies()
-        rows = (InstanceResource.objects.filter(instance_id__in=alive_ids)
+        rows = (InstanceResource.objects.filter(instance_id__in=live_ids)
                 .annotate(raw=Cast("instance__snapshot__raw_resource", TextField()))
-                .values_list("instance_id", "cpu_util", "memory_used_mb", "memory_total_mb", "raw"))
-        for instance_id, cpu_util, used_mb, total_mb, raw in rows.iterator(chunk_size=500):
-            labels = [instance_id]
-            _add(labels, (cpu, ratio(cpu_util, 100)), (used, _bytes(used_mb)), (total, _bytes(total_mb)))
+                .values_list("instance_id", *RESOURCE_COLUMNS, "raw"))
+        for instance_id, *columns, raw in rows.iterator(chunk_size=500):
+            hosts.add_instance(instance_id, dict(zip(RESOURCE_COLUMNS, columns)), now)
             snapshot = _snapshot(raw)
             for index, gpu in _gpus(snapshot):
-                _add([instance_id, index], (gpu_util, ratio(finite(gpu.get("utilization_pct")), 100)),
-                     (gpu_used, _bytes(finite(gpu.get("memory_used_mb")))),
-                     (gpu_temp, finite(gpu.get("temperature_c"))))
+                hosts.add_gpu(instance_id, index, gpu)
             engine.add(instance_id, snapshot.get("engines"))
-        yield from (cpu, used, total, gpu_util, gpu_used, gpu_temp, *engine.families())
+        yield from (*hosts.families(), *engine.families())
 
     def _pool(self, now):
         row = latest_pool_resource(max_age_s=2 * settings.FLEETWATCH_SERIES_INTERVAL_S + 1)
-        summary = row.summary if row is not None else pool_resource(now)
+        summary = row.summary if row is not None else pool.pool_resource(now)
         instances = summary.get("instances", {})
-        family = _gauge("fleetwatch_pool_instances", "This pool's instances by state (SPEC 5).", ["state"])
+        family = _gauge("fleetwatch_pool_instances", "This pool's instances by state (SPEC 5). Compat: the states "
+                        "overlap (alive holds with_resource, which holds accepting...): never sum them; the "
+                        "fleetwatch_pool_instances_* families do not overlap.", ["state"])
         for state in POOL_STATES:
             if instances.get(state) is not None:
                 family.add_metric([state], instances[state])
         yield family
+        figures = PoolFamilies("fleetwatch_pool_", _gauge)
+        figures.add([], summary)
+        yield from figures.families()
         engine = summary.get("engine") if isinstance(summary.get("engine"), dict) else {}
         saturation = _gauge("fleetwatch_pool_engine_saturation",
                             "Mean engine saturation of the pool, min(1, max(waiting / W, kv usage / K)), 0-1.")
@@ -158,5 +192,5 @@ def _add(labels, *samples):
             family.add_metric(labels, value)
 
 
-def _bytes(mib):
-    return None if mib is None else mib * MIB
+def _age(now, at):
+    return None if at is None else max(0.0, now - at)

@@ -15,6 +15,7 @@ what is the pool's own is here:
 from dataclasses import dataclass, replace
 
 import orjson
+from django.conf import settings
 
 from agent.capabilities import full_view
 from controlplane.endpoints import liveness
@@ -99,7 +100,8 @@ class PoolPages(EntryDashboard):
         return {
             "proxy_id": proxy_id,
             "summary": summary,
-            "pool": pool_view(summary, summary.get("generated_at"), now),
+            "pool": pool_view(summary, summary.get("generated_at"), now,
+                              capacity_configured=settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED),
             "generated_at": summary.get("generated_at"),
             "counts": self.status_counts(now),
             "link": SchedulerLinkState.objects.status_of(proxy_id),

@@ -67,6 +67,24 @@ def sparklines(proxy_ids, now):
     }
 
 
+def declared_capacity(proxy):
+    """What the proxy declared on register (SPEC 6), None for a figure left at its default of 0 (declared by
+    nobody); ``max_capacity_default`` when our link says the capacity is its setting's default."""
+    meta = proxy.meta if isinstance(proxy.meta, dict) else {}
+
+    def declared(value):
+        return value if value else None
+
+    return {
+        "max_capacity": declared(proxy.max_capacity),
+        "max_capacity_default": meta.get("capacity_configured") is False,
+        "instance_count": declared(proxy.instance_count),
+        "kv_mem_per_instance_gb": declared(proxy.kv_mem_per_instance_gb),
+        "kv_cache_pool_gb": declared(proxy.kv_cache_pool_gb),
+        "kv_cache_update_policy": proxy.kv_cache_update_policy,
+    }
+
+
 def _add_engine(totals, figures, proxy_id):
     """Fold one pool's engine figures into the fleet's: the queues summed, the most saturated pool kept."""
     if figures["requests_waiting_total"] is not None:
@@ -102,13 +120,16 @@ class FleetPages(EntryDashboard):
         return {"counts": self.status_counts(now), "totals": totals, "ttl_s": Proxy.ttl_s()}
 
     def summary(self, proxy, now):
+        meta = proxy.meta if isinstance(proxy.meta, dict) else {}
+        configured = meta.get("capacity_configured")  # our link says; another proxy may not
         return {
             "proxy_id": proxy.proxy_id,
             "address": proxy.address,
             "status": proxy.status_now(now).value,
             "last_seen_at": proxy.last_seen_at,
-            "proxy_url": proxy.meta.get("proxy_url") if isinstance(proxy.meta, dict) else None,
-            "pool": pool_view(proxy.pool_resource, proxy.pool_resource_reported_at, now),
+            "proxy_url": meta.get("proxy_url"),
+            "pool": pool_view(proxy.pool_resource, proxy.pool_resource_reported_at, now,
+                              capacity_configured=configured if isinstance(configured, bool) else None),
         }
 
     def rows(self, entries, now):
@@ -124,11 +145,7 @@ class FleetPages(EntryDashboard):
             **{key: value for key, value in endpoint_row(proxy, now).items()
                if key in ("registered_at", "tags", "weight")},
             "summary": proxy.pool_resource if isinstance(proxy.pool_resource, dict) else {},
-            "capacity": {
-                "max_capacity": proxy.max_capacity, "instance_count": proxy.instance_count,
-                "kv_mem_per_instance_gb": proxy.kv_mem_per_instance_gb, "kv_cache_pool_gb": proxy.kv_cache_pool_gb,
-                "kv_cache_update_policy": proxy.kv_cache_update_policy,
-            },
+            "capacity": declared_capacity(proxy),
             "load": {"inflight": proxy.inflight, "qps_1m": proxy.qps_1m, "gpu_util": proxy.gpu_util},
             "changes": self.status_changes(entry_id),
             "row": proxy_row(proxy, now),

@@ -13,6 +13,9 @@ parts:
   No network, no clock: callers pass the wall time in.
 - ``gpus``: one simulated board of a host (utilisation window, memory,
   temperature, power, faults), used by ``model``.
+- ``engines``: a host's vLLM server as a queue model (arrivals, a bounded
+  batch, KV cache, preemption, faults), read into SPEC 13's ``engines``
+  objects by the agent's own ``EngineTracker``; used by ``model``.
 - ``stats``: what the run saw (counts by request and outcome, latency
   histograms), mergeable across processes, and the summary made of it.
 - ``driver``: one asyncio event loop driving a share of the fleet through

@@ -23,6 +23,21 @@ class ConfigError(ValueError):
     """Options that cannot make a run together."""
 
 
+# What to do about a refusal the Proxy's auth gave (SPEC 10), by error kind.
+AUTH_HINTS = {
+    "http_401": ("the Proxy wants a token (auth is on by default): pass --token with one of scope instance, "
+                 "e.g. TOKEN=$(./fw manage create_token --scope instance --name simulator | tail -n 1)"),
+    "http_403": "the Proxy refused the token: it needs scope instance (and, if bound, to these instance ids)",
+}
+
+
+def failure(result):
+    """What the command says when requests failed: their kinds, and what to pass where auth refused them."""
+    message = f"{result['errors']} request(s) failed: {result['errors_by_kind']}"
+    hints = [hint for kind, hint in AUTH_HINTS.items() if kind in result["errors_by_kind"]]
+    return "; ".join([message, *hints])
+
+
 def _bounded(kind, low, below=None):
     """An argparse type: ``kind(text)``, at least ``low`` and, with ``below``, less than it."""
 
@@ -86,6 +101,14 @@ def add_arguments(parser):
                        help=f"Agent restarts per host-hour (default {defaults.restarts_per_hour}).")
     fleet.add_argument("--capabilities", type=SHARE, default=defaults.capabilities_share, metavar="SHARE",
                        help=f"Share of instances with typed capabilities (default {defaults.capabilities_share}).")
+    fleet.add_argument("--no-engines", action="store_true",
+                       help="No serving engines: snapshots without SPEC 13's engines list.")
+    fleet.add_argument("--engine-faults", type=SHARE, default=defaults.engine_fault_share, metavar="SHARE",
+                       help="Share of engines failing to answer at any moment "
+                            f"(default {defaults.engine_fault_share}).")
+    fleet.add_argument("--engine-bursts-per-hour", type=RATE, default=defaults.engine_bursts_per_hour,
+                       metavar="RATE",
+                       help=f"Request bursts per engine-hour (default {defaults.engine_bursts_per_hour}).")
     fleet.add_argument("--calm", action="store_true",
                        help="No stale spells and no restarts: every slot reports (for exact counts).")
 
@@ -104,6 +127,9 @@ def run_config(options):
         stale_per_hour=0.0 if options["calm"] else options["stale_per_hour"],
         restarts_per_hour=0.0 if options["calm"] else options["restarts_per_hour"],
         capabilities_share=options["capabilities"],
+        engines=not options["no_engines"],
+        engine_fault_share=options["engine_faults"],
+        engine_bursts_per_hour=options["engine_bursts_per_hour"],
     )
     return RunConfig(
         proxy_url=options["proxy_url"],

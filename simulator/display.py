@@ -2,6 +2,8 @@
 
 On a terminal the view is a table redrawn twice a second; elsewhere (a pipe,
 a CI log) one plain line is printed every ``plain_every_s`` seconds instead.
+A run with ``--duration`` shows how far it is, as a bar and the time left
+on a terminal, as ``left=`` in the plain line.
 Rates in the view are over the last few seconds; the summary's are over the
 whole run.
 """
@@ -13,6 +15,7 @@ from collections import deque
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -28,6 +31,13 @@ def _ms(value):
 def _clock(seconds):
     seconds = int(seconds)
     return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _left_s(config, stats):
+    """Seconds of reporting left in a ``--duration`` run; None for a run until Ctrl-C or a round count."""
+    if config.duration_s is None:
+        return None
+    return max(0.0, config.duration_s - stats.elapsed_s)
 
 
 def _counts(counter):
@@ -95,6 +105,15 @@ class ProgressView:
             f"elapsed {_clock(stats.elapsed_s)}   registered {stats.registered}/{config.instances}   "
             f"silent {stats.silent}   in flight {stats.in_flight}",
         )
+        parts = [head]
+        left = _left_s(config, stats)
+        if left is not None:
+            done = min(stats.elapsed_s, config.duration_s)
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(ProgressBar(total=config.duration_s, completed=done, width=40),
+                        f"{100.0 * done / config.duration_s:3.0f} %   {_clock(done)} of {_clock(config.duration_s)}, "
+                        f"left {_clock(left)}")
+            parts.append(bar)
         table = Table(box=None, pad_edge=False)
         for column in ("request", "sent", "acknowledged", "errors", f"/s ({RATE_WINDOW_S:.0f} s)", "p50 ms",
                        "p99 ms"):
@@ -115,12 +134,14 @@ class ProgressView:
             ("errors: " + _counts(errors), "red" if errors else ""),
             "\nevents: " + _counts(stats.events),
         )
-        return Group(head, table, foot)
+        return Group(*parts, table, foot)
 
     def plain_line(self, stats: FleetStats):
         rate = self.recent_rate("snapshot")
         p99 = stats.all_latency().quantile_ms(0.99)
-        return (f"simulate_fleet t={stats.elapsed_s:.0f}s registered={stats.registered} sent={stats.sent()} "
+        left = _left_s(self.config, stats)
+        return (f"simulate_fleet t={stats.elapsed_s:.0f}s{'' if left is None else f' left={left:.0f}s'} "
+                f"registered={stats.registered} sent={stats.sent()} "
                 f"acknowledged={stats.acknowledged()} errors={sum(stats.errors().values())} "
                 f"snapshots/s={'–' if rate is None else f'{rate:.1f}'} (target {self.target_rate():.1f}) "
                 f"p99={_ms(p99)}ms")
@@ -153,5 +174,8 @@ def summary_table(summary: dict):
         ("errors: " + (_counts(summary["errors_by_kind"]) if summary["errors"] else "none"),
          "bold red" if summary["errors"] else "green"),
         "\nevents: " + _counts(summary["events"]),
+        "" if summary["unregistered_at_end"] else
+        f"\nleft registered (--no-unregister): the {summary['instances']} instances stay listed at the Proxy, "
+        "stale once its TTL has run out, until its retention deletes them",
     )
     return Group(table, lines)

@@ -1,7 +1,9 @@
 """Synthetic GPUs: one board's utilisation window, temperature, memory, power and faults
 (pure, no network, no clock), as ``agent.gpu`` reports a real one.
 
-A fault is a two-state chain per GPU (healthy, ill with one of ``GpuFault``);
+A fault is a two-state chain per GPU (healthy, ill with one of ``GpuFault``,
+among them SPEC 13's hardware events: a critical XID, a row-remap failure,
+an NVML call that hangs);
 the host (``model.SimulatedHost``) draws the chances and passes its own
 random stream, so a GPU's figures are as reproducible as its host's.
 """
@@ -14,7 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from random import Random
 
-from agent.gpu import HEALTH_OK, gpu_health
+from agent.gpu import HEALTH_OK, READING_FIELDS, gpu_health
+from agent.gpu_health import NVML_SLOW
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,15 @@ class GpuFault(enum.Enum):
     UTILIZATION_READ_FAILED = "utilization_read_failed"  # degraded, sample not ok
     ECC_UNCORRECTED = "ecc_uncorrected"  # error: drain and reset
     LOST = "gpu_lost"  # error: fell off the bus, nothing readable
+    XID = "xid"  # error: a critical XID event (SPEC 13), for as long as the agent counts it recent
+    ROW_REMAP_FAILURE = "row_remap_failure"  # error: a memory row could not be remapped
+    NVML_SLOW = "nvml_slow"  # degraded: an NVML call hangs, nothing known meanwhile
 
 
 GPU_FAULTS = tuple(GpuFault)
-GPU_FAULT_WEIGHTS = (3.0, 2.0, 2.0, 1.5, 1.5)
+GPU_FAULT_WEIGHTS = (3.0, 2.0, 2.0, 1.5, 1.5, 1.0, 0.5, 1.0)
+# Critical XIDs a serving GPU raises: double-bit ECC, row-remap events, contained and uncontained ECC, GSP errors.
+XID_CODES = (48, 63, 64, 94, 95, 119)
 
 
 def clamp(value, low, high):
@@ -71,11 +79,13 @@ class SimulatedGpu:
         self.rounds_since_sample = None
         self.fault = None
         self.ecc_errors = 0
+        self.xid_last, self.xid_count = None, 0  # what the agent's event listener saw since it started
 
     def restart(self):
-        """A new agent process starts with an empty window."""
+        """A new agent process starts with an empty window and has seen no XID yet."""
         self.window.clear()
         self.rounds_since_sample = None
+        self.xid_last, self.xid_count = None, 0
 
     def step_fault(self, rng: Random, fall_ill, recover):
         """Advance the fault chain by one sample; returns True when a fault started now."""
@@ -88,8 +98,12 @@ class SimulatedGpu:
         if rng.random() < fall_ill:
             self.fault = rng.choices(GPU_FAULTS, GPU_FAULT_WEIGHTS)[0]
             self.ecc_errors = rng.randint(1, 4) if self.fault is GpuFault.ECC_UNCORRECTED else 0
-            if self.fault is GpuFault.LOST:
-                self.restart()  # samples from before the failure describe a device that is gone
+            if self.fault is GpuFault.XID:
+                self.xid_last = rng.choice(XID_CODES)
+                self.xid_count += 1
+            if self.fault in (GpuFault.LOST, GpuFault.NVML_SLOW):
+                self.window.clear()  # samples from before describe a device whose state is unknown now
+                self.rounds_since_sample = None
             return True
         return False
 
@@ -98,8 +112,8 @@ class SimulatedGpu:
         # This runs for every GPU of every report: uniform noise from
         # random() (a tenth of gauss()'s cost) and builtins over the window.
         kind, fault = self.kind, self.fault
-        if fault is GpuFault.LOST:
-            return self._lost_row(window_ms)
+        if fault is GpuFault.LOST or fault is GpuFault.NVML_SLOW:
+            return self._unreadable_row(window_ms)
         utilization = min(100.0, max(0.0, 100.0 * load * self.bias + 8.0 * (rng.random() - 0.5)))
         if fault is GpuFault.HW_SLOWDOWN:
             utilization *= 0.6
@@ -128,11 +142,13 @@ class SimulatedGpu:
         limit = kind.power_limit_w
         power = min(round(kind.idle_power_w + (limit - kind.idle_power_w) * utilization * (
             0.009 + 0.001 * rng.random()), 1), limit)
+        clock_jitter = int(30 * rng.random())  # drawn either way: the draws never depend on the load
         if utilization < 3.0:
             throttle, sm_clock = ["gpu_idle"], 210
         else:
             throttle = ["sw_power_cap"] if power >= 0.97 * limit else []
-            sm_clock = kind.max_sm_clock_mhz - int(30 * rng.random())
+            sm_clock = kind.max_sm_clock_mhz - clock_jitter
+        remap_failure = fault is GpuFault.ROW_REMAP_FAILURE
         if fault is None:
             health, reasons = HEALTH_OK, []  # nothing a healthy board reports trips gpu_health
         else:
@@ -141,7 +157,10 @@ class SimulatedGpu:
             elif fault is GpuFault.HW_SLOWDOWN:
                 throttle, sm_clock = throttle + ["hw_slowdown"], int(sm_clock * 0.5)
             failed_reads = [("utilization", "Unknown")] if reading is None else []
-            health, reasons = gpu_health(None, failed_reads, temperature, self.ecc_errors, throttle)
+            # An agent that started after the event never heard of it.
+            xid_codes = [self.xid_last] if fault is GpuFault.XID and self.xid_last is not None else []
+            health, reasons = gpu_health(None, failed_reads, temperature, self.ecc_errors, throttle,
+                                         xid_codes=xid_codes, remap_failure=remap_failure)
         ok = reading is not None
         return {
             "index": self.index,
@@ -170,21 +189,27 @@ class SimulatedGpu:
             "mem_clock_mhz": kind.mem_clock_mhz,
             "ecc_uncorrected_volatile": self.ecc_errors,
             "throttle_reasons": throttle,
+            "remapped_rows_pending": remap_failure,  # a failed remap leaves its row pending
+            "remapped_rows_failure": remap_failure,
+            "xid_last": self.xid_last,
+            "xid_count": self.xid_count,
             "health": health,
             "health_reasons": reasons,
         }
 
-    def _lost_row(self, window_ms):
-        health, reasons = gpu_health(GpuFault.LOST.value)
+    def _unreadable_row(self, window_ms):
+        """A board NVML cannot read: fallen off the bus (error), or a call that hangs (degraded)."""
+        if self.fault is GpuFault.LOST:
+            error, (health, reasons) = GpuFault.LOST.value, gpu_health(GpuFault.LOST.value)
+        else:
+            error, (health, reasons) = NVML_SLOW, gpu_health(nvml_slow=True)
         return {
             "index": self.index, "uuid": self.uuid, "name": self.kind.name,
             "utilization_pct": None, "utilization_pct_current": None, "utilization_pct_avg": None,
             "utilization_pct_max": None, "utilization_sample_count": 0, "utilization_window_ms": window_ms,
             "utilization_sample_ok": False, "utilization_sample_quality": "error",
             "utilization_sample_timestamp_ms": None, "utilization_sample_age_ms": None,
-            "utilization_raw_value": None, "utilization_error": GpuFault.LOST.value, "utilization_source": "nvml",
-            "memory_used_mb": None, "memory_total_mb": None, "memory_free_mb": None, "temperature_c": None,
-            "power_w": None, "power_limit_w": None, "sm_clock_mhz": None, "mem_clock_mhz": None,
-            "ecc_uncorrected_volatile": None, "throttle_reasons": None,
+            "utilization_raw_value": None, "utilization_error": error, "utilization_source": "nvml",
+            **dict.fromkeys(READING_FIELDS), "xid_last": self.xid_last, "xid_count": self.xid_count,
             "health": health, "health_reasons": reasons,
         }

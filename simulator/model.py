@@ -34,6 +34,7 @@ from agent import AGENT_VERSION
 from agent.capabilities import fingerprint, parse_capabilities
 from agent.capacity import AdmissionThresholds, capacity_hint
 from agent.snapshot import SCHEMA_VERSION
+from simulator.engines import host_engine
 from simulator.gpus import A10G, A100, H100, L4, GpuKind, SimulatedGpu, clamp, mean
 
 SIMULATED_AGENT_VERSION = f"{AGENT_VERSION}+sim"
@@ -42,8 +43,6 @@ ENDPOINTS = ["chat/completions", "completions"]
 GPU_WINDOW_MS = 5000
 MAX_WINDOW_SAMPLES = 10
 THRESHOLDS = AdmissionThresholds()
-
-
 
 
 @dataclass(frozen=True)
@@ -91,6 +90,10 @@ class FleetProfile:
     stale_spell_s: tuple = (15.0, 90.0)  # a spell's length, uniform in this range
     restarts_per_hour: float = 0.5  # agent restarts per host-hour
     capabilities_share: float = 0.5  # of instances registering typed capabilities
+    engines: bool = True  # GPU hosts run a vLLM server the agent scrapes (SPEC 13)
+    engine_fault_share: float = 0.02  # of engines failing to answer at any moment
+    engine_fault_mean_s: float = 60.0  # how long an engine fault lasts on average
+    engine_bursts_per_hour: float = 4.0  # request bursts per engine-hour
 
     @classmethod
     def calm(cls, **overrides):
@@ -156,6 +159,7 @@ class SimulatedHost:
         self.swap_total_mb = rng.choice((0.0, 0.0, 8192.0))
         self.root_used_gb = rng.uniform(40.0, 300.0)
         self.capabilities = capabilities_for(shape, rng) if rng.random() < profile.capabilities_share else None
+        self.engine = host_engine(seed, index, shape, profile, self.capabilities)  # before the fingerprint
         self.capability_fingerprint = fingerprint(parse_capabilities(self.capabilities))
         self.models_used_gb = rng.uniform(300.0, 1600.0) if self.capabilities else None
         self.uptime_ms = rng.randint(3_600_000, 60 * 86_400_000)
@@ -223,6 +227,8 @@ class SimulatedHost:
         self.sample_lag_ms = self._draw_sample_lag()
         for gpu in self.gpus:
             gpu.restart()
+        if self.engine is not None:
+            self.engine.agent_restarted()
         self.restarts += 1
 
     # --- bodies ---------------------------------------------------------------
@@ -291,12 +297,17 @@ class SimulatedHost:
             if gpu.step_fault(rng, self._fall_ill, self._recover):
                 self.gpu_faults += 1
         timestamp_ms = wall_ms - self.sample_lag_ms
-        gpus = [gpu.row(rng, self.load, self.window_ms, self.interval_ms, timestamp_ms) for gpu in self.gpus]
+        engines, gpu_load = None, self.load
+        if self.engine is not None:  # its own random stream: the host's draws stay as they were
+            self.engine.advance(timestamp_ms, self.load)
+            engines = self.engine.objects(timestamp_ms)
+            gpu_load = max(gpu_load, self.engine.busy)  # a full batch keeps its GPUs busy
+        gpus = [gpu.row(rng, gpu_load, self.window_ms, self.interval_ms, timestamp_ms) for gpu in self.gpus]
         cpu = self._cpu()
         memory = self._memory()
         devices = {"cpu": cpu, "memory": memory, "network": self._network(), "disk": self._disk(), "gpu": gpus}
         self.fresh = False
-        return {
+        snapshot = {
             "schema_version": SCHEMA_VERSION,
             "agent_version": SIMULATED_AGENT_VERSION,
             "instance_id": self.instance_id,
@@ -305,8 +316,11 @@ class SimulatedHost:
             "devices": devices,
             "runtime": {},
             "gpu_status": "ok" if gpus else "no_gpu",
-            "capacity_hint": capacity_hint(memory, cpu, gpus, THRESHOLDS),
+            "capacity_hint": capacity_hint(memory, cpu, gpus, THRESHOLDS, engines),
         }
+        if engines is not None:
+            snapshot["engines"] = engines
+        return snapshot
 
     def _cpu(self):
         shape, load = self.shape, self.load

@@ -198,6 +198,8 @@ def summary(stats: FleetStats, config):
         "connections_per_process": config.connections,
         "ramp_s": config.ramp_rounds * config.interval_ms / 1000.0,
         "seed": config.seed,
+        # False with --no-unregister: the instances stay registered after the run.
+        "unregistered_at_end": config.unregister,
         "elapsed_s": round(elapsed, 3),
         "sent": stats.sent(),
         "acknowledged": stats.acknowledged(),

@@ -70,7 +70,11 @@ class VllmServer(ChildProcess):
             self.python, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir), "--load-format", "dummy", "--skip-tokenizer-init",
             "--max-model-len", "2048", "--max-num-seqs", str(MAX_NUM_SEQS),
-            "--served-model-name", SERVED_MODEL, "--dtype", "bfloat16",
+            # float32, not the recipe's bfloat16: on a CPU that lists AMX but whose
+            # kernel does not grant the process AMX state, vLLM's bfloat16 CPU
+            # attention dies of an illegal instruction on the first request
+            # (seen on this project's CI machines); float32 takes another kernel.
+            "--served-model-name", SERVED_MODEL, "--dtype", "float32",
             # Eager mode: torch.compile would spend about a minute of every start
             # compiling the tiny model (its cache is keyed by the model's path,
             # new each session), and the metrics under test are the same.

@@ -14,6 +14,9 @@ from django.db.models import Q
 from controlplane.endpoints import liveness
 from controlplane.endpoints.liveness import ChangeReason, ChangeStatus, Status
 
+# The statuses a silent entry passes through, in order.
+MISSED_ORDER = (Status.ALIVE, Status.SUSPECT, Status.STALE)
+
 
 @functools.lru_cache(maxsize=64)
 def touch_alive_sql(table, pk_column, set_columns=()):
@@ -72,6 +75,8 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
                 if entry is None:
                     continue  # unregistered since the create failed: create it
                 old_status = entry.status
+                if not liveness.is_alive(entry.last_seen_at, now, self.model.ttl_s()):  # a silence no sweep saw
+                    old_status = self.record_missed(pk, old_status, entry.last_seen_at, now)
                 refresh(entry)
                 entry.last_seen_at = now
                 entry.status = Status.ALIVE
@@ -79,6 +84,27 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
                 if old_status != Status.ALIVE:
                     self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
                 return entry
+
+    def record_missed(self, pk, status, last_seen_at, now):
+        """Record each change along alive → suspect → stale that an entry stored as ``status`` has passed
+        through by ``now``, each stamped with the moment it began; returns the status it has reached.
+
+        A late sweep, or a contact after a silence no sweep saw, still records
+        the suspect spell and then the stale one, as a timely sweep would.
+        A status that lasts no time (the TTL inside the alive window) is skipped.
+        """
+        ttl_s, interval_s = self.model.ttl_s(), self.model.heartbeat_interval_s()
+        reached = liveness.status_at(last_seen_at, now, ttl_s, interval_s)
+        if status not in MISSED_ORDER or MISSED_ORDER.index(reached) <= MISSED_ORDER.index(status):
+            return status
+        went_stale = liveness.status_began_at(Status.STALE, last_seen_at, ttl_s, interval_s)
+        for step in MISSED_ORDER[MISSED_ORDER.index(status) + 1:MISSED_ORDER.index(reached) + 1]:
+            began = liveness.status_began_at(step, last_seen_at, ttl_s, interval_s)
+            if step == Status.SUSPECT and began >= went_stale:
+                continue
+            self.model.record_change(pk, status, step, ChangeReason.MISSED_HEARTBEATS, began)
+            status = step
+        return status
 
     def touch(self, pk, now, reason, **fields):
         """Refresh ``last_seen_at`` (and the given fields); False if unknown.
@@ -111,10 +137,8 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
             if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(
                 last_seen_at=now, status=Status.ALIVE, **fields
             ):
-                if old_status != Status.STALE and not liveness.is_alive(seen, now, ttl_s):
-                    went_stale = liveness.status_began_at(Status.STALE, seen, ttl_s, self.model.heartbeat_interval_s())
-                    self.model.record_change(pk, old_status, Status.STALE, ChangeReason.MISSED_HEARTBEATS, went_stale)
-                    old_status = Status.STALE
+                if not liveness.is_alive(seen, now, ttl_s):  # a silence no sweep saw to its end
+                    old_status = self.record_missed(pk, old_status, seen, now)
                 if old_status != Status.ALIVE:
                     self.model.record_change(pk, old_status, Status.ALIVE, reason, now)
                 return True
@@ -142,7 +166,8 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         last_seen_at, so two sweepers at once never record a change twice and
         a heartbeat that lands in between is never overwritten. A change is
         stamped with the moment the new status began, however late the sweep
-        runs. At most ``batch`` rows per call; returns how many changed.
+        runs, and a sweep past the TTL records the suspect spell before the
+        stale one (``record_missed``). At most ``batch`` rows per call; returns how many changed.
         """
         ttl_s, interval_s = self.model.ttl_s(), self.model.heartbeat_interval_s()
         due = self.filter(
@@ -156,8 +181,7 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
                 continue
             with transaction.atomic():
                 if self.filter(pk=pk, status=old_status, last_seen_at=seen).update(status=new_status):
-                    began = liveness.status_began_at(new_status, seen, ttl_s, interval_s)
-                    self.model.record_change(pk, old_status, new_status, ChangeReason.MISSED_HEARTBEATS, began)
+                    self.record_missed(pk, old_status, seen, now)
                     changed += 1
         return changed
 

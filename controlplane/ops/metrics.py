@@ -13,8 +13,11 @@ Two kinds of figures:
 """
 
 import os
+import platform
 import time
+from importlib import metadata
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -27,6 +30,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily
 from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -38,14 +42,27 @@ from controlplane.ops.roles import role_apps
 
 REQUESTS = Counter("fleetwatch_http_requests", "HTTP requests answered.", ["view", "method", "status"])
 DURATION = Histogram(
-    "fleetwatch_http_request_duration_seconds", "Time to answer an HTTP request.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    "fleetwatch_http_request_duration_seconds", "Time to answer an HTTP request, by route (the view's URL name).",
+    ["route"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+STATIC_PREFIX = "/" + settings.STATIC_URL.lstrip("/")
+# Any other method a client sends is counted as "other": the label's values stay bounded.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def view_label(request):
+    """The ``view`` label of an answer (and the ``route`` of its latency): its URL name; ``static`` for the
+    static files (WhiteNoise answers them before any URL is resolved), ``unmatched`` for any other path no
+    URL names. Bounded by the URLconf."""
+    match = request.resolver_match
+    if match:
+        return match.url_name or match.view_name
+    return "static" if request.path_info.startswith(STATIC_PREFIX) else "unmatched"
 
 
 class RequestMetricsMiddleware:
-    """Counts every answer by view name, method and status; times it."""
+    """Counts every answer by view name, method and status; times it by route."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -53,11 +70,33 @@ class RequestMetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        match = request.resolver_match
-        view = (match.url_name or match.view_name) if match else "unmatched"
-        REQUESTS.labels(view, request.method, str(response.status_code)).inc()
-        DURATION.observe(time.perf_counter() - started)
+        route = view_label(request)
+        method = request.method if request.method in KNOWN_METHODS else "other"
+        REQUESTS.labels(route, method, str(response.status_code)).inc()
+        DURATION.labels(route).observe(time.perf_counter() - started)
         return response
+
+
+class BuildInfo:
+    """``fleetwatch_build_info``: 1, labelled with the versions this process runs and its roles."""
+
+    def __init__(self, roles):
+        self.roles = ",".join(roles)
+
+    def collect(self):
+        import django
+
+        family = GaugeMetricFamily("fleetwatch_build_info", "1; the labels say what this process runs.",
+                                   labels=["version", "python", "django", "roles"])
+        family.add_metric([_version(), platform.python_version(), django.get_version(), self.roles], 1.0)
+        yield family
+
+
+def _version():
+    try:
+        return metadata.version("fleetwatch")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 class PrometheusRenderer(BaseRenderer):
@@ -77,6 +116,7 @@ def fleet_registry(settings_roles):
     else:
         registry = CollectorRegistry()
         registry.register(_Forward(REGISTRY))
+    registry.register(BuildInfo(settings_roles))
     for config in role_apps(settings_roles):
         path = getattr(config, "metrics_collector", None)
         if path:

@@ -3,7 +3,7 @@
 An app serves a role by declaring it on its AppConfig, along with what the
 shared base collects from it: ``role``, its ``urls`` module (mounted by
 ``controlplane.urls``), ``periodic_tasks`` (``controlplane.ops.tasks``),
-``up_processes(context)`` (``manage.py up``) and ``metrics_collector`` (the
+``up_processes(context)`` (``manage.py up``), ``readiness_checks`` (``/readyz``) and ``metrics_collector`` (the
 dotted path of its ``/metrics`` collector). The base never imports an app.
 """
 
@@ -16,6 +16,7 @@ class RoleConfig(AppConfig):
     role = ""
     metrics_collector = ""  # the dotted path of its /metrics collector
     periodic_tasks = ()  # its PeriodicTasks (ops.tasks.schedule_of)
+    readiness_checks = ""  # the dotted path of its /readyz checks: a function of now -> {name: {"ok", ...}}
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for the role besides the web server and the task cluster (ProcessSpecs)."""

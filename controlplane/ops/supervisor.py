@@ -1,9 +1,11 @@
 """Start, watch and stop the processes of ``manage.py up``.
 
 Children run in their own sessions so a terminal's Ctrl-C reaches only the
-supervisor, which then stops them in order (agent and link first, so they can
-still unregister through the web server, then the q cluster, then the web
-server). On Linux each child also gets SIGTERM if the supervisor dies.
+supervisor, which then stops them in two waves within one grace period
+(``FLEETWATCH_STOP_GRACE_S``): first, all at once, every child but the web
+server (the agent and the link unregister through it), then the web server
+with what is left of the period; whatever has not exited by the end of the
+period is killed. On Linux each child also gets SIGTERM if the supervisor dies.
 
 Written here rather than taken from supervisord, honcho or circus because
 ``up`` needs two things those do not give together in a few lines: a
@@ -59,22 +61,28 @@ class Child:
     def exited(self):
         return self.process is not None and self.process.poll() is not None
 
-    def stop(self, timeout_s):
+    def terminate(self):
+        """Ask it to stop (SIGTERM); True if it was still running."""
         if self.process is None or self.process.poll() is not None:
-            return
+            return False
         self.process.terminate()
+        return True
+
+    def wait_or_kill(self, deadline, monotonic=time.monotonic):
+        """Wait for it until ``deadline`` (monotonic seconds), then kill it."""
         try:
-            self.process.wait(timeout_s)
+            self.process.wait(max(0.0, deadline - monotonic()))
         except subprocess.TimeoutExpired:
-            log.warning("%s did not stop in %.0f s; killing it", self.name, timeout_s)
+            log.warning("%s did not stop within the grace period; killing it", self.name)
             self.process.kill()
             self.process.wait()
 
 
 class Supervisor:
-    def __init__(self, stop_timeout_s=15.0):
+    def __init__(self, grace_s=20.0, last="web"):
         self.children = []
-        self.stop_timeout_s = stop_timeout_s
+        self.grace_s = grace_s
+        self.last = last  # the child stopped after all the others
         self.stopping = False
 
     def add(self, name, argv, env, essential=True):
@@ -109,8 +117,15 @@ class Supervisor:
         return 0
 
     def stop_all(self):
-        for child in reversed(self.children):
-            child.stop(self.stop_timeout_s)
+        """Stop every child within ``grace_s`` in all: the others together, then ``last``."""
+        deadline = time.monotonic() + self.grace_s
+        first = [child for child in self.children if child.name != self.last]
+        for wave in (first, [child for child in self.children if child.name == self.last]):
+            stopping = [child for child in wave if child.terminate()]
+            for child in stopping:
+                child.wait_or_kill(deadline)
+            if stopping:
+                log.info("stopped %s", ", ".join(child.name for child in stopping))
         self.children = []
 
 

@@ -2,14 +2,17 @@
 
 Steps of ``run``:
 
-1. Migrate, register the periodic schedules.
+1. Migrate, saying which migration runs (``--no-migrate`` leaves it to a
+   separate ``manage.py migrate`` step, as when several hosts share one
+   database; ``/readyz`` then answers 503 until it has run), register the
+   periodic schedules.
 2. Start the web server (granian) serving the roles of ``FLEETWATCH_ROLES``
    and wait until ``/healthz`` answers.
 3. Start the django-q2 cluster and the processes each role's app asks for
    (``AppConfig.up_processes``: the Proxy's recorder, its link to the
    Scheduler and a local agent reporting this host).
 4. Supervise until Ctrl-C or SIGTERM (``ops.supervisor``), then stop
-   everything in reverse order.
+   everything within ``FLEETWATCH_STOP_GRACE_S``, the web server last.
 """
 
 import logging
@@ -24,9 +27,11 @@ from urllib.error import URLError
 from urllib.request import urlopen
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agent.launch import DEFAULT_LISTEN as AGENT_DEFAULT_LISTEN
 from controlplane.ops.local_tokens import LocalTokens
 from controlplane.ops.roles import role_apps
 from controlplane.ops.supervisor import Supervisor, child_env
@@ -118,22 +123,54 @@ def wait_until_serving(url, timeout_s):
     return False
 
 
-def run(out, *, host, port, start_agent, workers, agent_listen):
+def migrate(out, apply):
+    """Apply every unapplied migration, a line per migration as it runs; with ``apply`` off, only say
+    which are unapplied (the web processes answer /readyz with 503 until they are)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    plan = [migration for migration, backwards in executor.migration_plan(executor.loader.graph.leaf_nodes())]
+    if not plan:
+        return
+    names = ", ".join(f"{migration.app_label}.{migration.name}" for migration in plan)
+    if not apply:
+        log.warning("--no-migrate: %s migration(s) not applied (%s); /readyz answers 503 until "
+                    "`manage.py migrate` has run", len(plan), names)
+        return
+    out.write(f"Applying {len(plan)} migration(s) to the database:")
+    out.flush()
+    # migrate's own lines: "  Applying app.name... OK", each written as it starts and ends. It wraps
+    # its stdout in an OutputWrapper of its own, so it gets the stream under ours (one newline per line).
+    call_command("migrate", interactive=False, verbosity=1, stdout=getattr(out, "_out", out))
+
+
+def login_hint():
+    """What ``up`` says about logging in: how to create the first staff user, while auth is on and there is none."""
+    if not settings.FLEETWATCH_AUTH or get_user_model().objects.filter(is_staff=True, is_active=True).exists():
+        return None
+    return ("  the pages need a staff login and there is no staff user yet: ./fw manage createsuperuser "
+            "(once; README.md shows it without prompts)")
+
+
+def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True):
     """Run the whole system until asked to stop; ``out`` (a command's stdout) hears what runs where."""
     roles = settings.FLEETWATCH_ROLES
     advertise_host = settings.FLEETWATCH_ADVERTISE_HOST or ("127.0.0.1" if host in WILDCARD_HOSTS else host)
     advertise_port = settings.FLEETWATCH_ADVERTISE_PORT or port
     base_url = f"http://{advertise_host}:{port}"
 
-    call_command("migrate", interactive=False, verbosity=0)
+    migrate(out, apply_migrations)
     ensure_schedules(roles)
     if not settings.FLEETWATCH_AUTH:
         log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
+    # The agent page names up's own agent by its address.
+    own_agent = (agent_listen or AGENT_DEFAULT_LISTEN) if start_agent and "proxy" in roles else None
     env = child_env(FLEETWATCH_ADVERTISE_HOST=advertise_host, FLEETWATCH_ADVERTISE_PORT=advertise_port,
-                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir())
+                    PROMETHEUS_MULTIPROC_DIR=fresh_metrics_dir(), FLEETWATCH_UP_AGENT_LISTEN=own_agent)
     manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-    supervisor = Supervisor()
+    supervisor = Supervisor(grace_s=settings.FLEETWATCH_STOP_GRACE_S)
     supervisor.install_signal_handlers()
     workers = workers or default_workers()
     raise_open_files_limit(workers)
@@ -151,8 +188,9 @@ def run(out, *, host, port, start_agent, workers, agent_listen):
     out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
     if "proxy" in roles:
         out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-    if settings.FLEETWATCH_AUTH:
-        out.write("  the pages need a staff login: ./fw manage createsuperuser (once)")
+    hint = login_hint()
+    if hint:
+        out.write(hint)
     out.flush()
     code = supervisor.watch()
     out.write("Fleetwatch stopped.")

@@ -196,6 +196,22 @@ def pretty_json(value):
 
 
 @register.simple_tag
+def admission_badge(state, status, large=False):
+    """An instance's admission state as a badge; a stale instance's is its last one, muted and marked
+    "last:", since a host past its TTL is taking no work whatever it said then."""
+    size = " badge--lg" if large else ""
+    if state is None or state == "":
+        return mark_safe(f'<span class="badge badge--muted{size}">{MISSING}</span>')
+    if status == "stale":
+        return mark_safe(
+            f'<span class="badge badge--muted badge--past{size}" data-admission-current="false" '
+            f'title="not current: the instance is stale, this was its last admission state">'
+            f'last: {conditional_escape(state)}</span>')
+    return mark_safe(f'<span class="badge badge--{tone(state)}{size}" data-admission-current="true">'
+                     f'{conditional_escape(state)}</span>')
+
+
+@register.simple_tag
 def bar(value, text=None, caption=""):
     """A horizontal bar for a percentage (0–100) and its value; ``text`` replaces the printed value.
 

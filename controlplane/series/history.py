@@ -151,14 +151,13 @@ class Series:
         return self._read_minutes(key_value, since, now, range_s)
 
     def _read_full(self, key_value, since):
-        interval = settings.FLEETWATCH_SERIES_INTERVAL_S
         rows = self._of(self.full.objects.filter(t__gte=since), key_value).order_by("t")
         names = ("t", *self.figures, self.admission)
         points = [dict(zip(names, row)) for row in raw_rows(rows.values_list(*names))]
-        if len(points) <= MAX_POINTS:
-            return interval, points
-        width = math.ceil(len(points) / MAX_POINTS)
-        return interval * width, [self._merge(points[i:i + width]) for i in range(0, len(points), width)]
+        if len(points) > MAX_POINTS:
+            width = math.ceil(len(points) / MAX_POINTS)
+            points = [self._merge(points[i:i + width]) for i in range(0, len(points), width)]
+        return typical_step(points, settings.FLEETWATCH_SERIES_INTERVAL_S), points
 
 
     def _read_minutes(self, key_value, since, now, range_s):
@@ -205,6 +204,22 @@ class Series:
         ranks = [ADMISSION_RANK[p[self.admission]] for p in points if p[self.admission] in ADMISSION_RANK]
         merged[self.admission] = RANKED_ADMISSION[max(ranks)] if ranks else None
         return merged
+
+
+def typical_step(points, fallback):
+    """The seconds between the points as they lie: the median gap of consecutive ``t``.
+
+    Full-resolution rows come as often as they were written (the recorder's
+    tick, or each heartbeat of a proxy), so the configured tick is only the
+    answer for fewer than two points. The median ignores a gap where a
+    writer paused.
+    """
+    gaps = sorted(b["t"] - a["t"] for a, b in zip(points, points[1:]))
+    if not gaps:
+        return float(fallback)
+    middle = len(gaps) // 2
+    median = gaps[middle] if len(gaps) % 2 else (gaps[middle - 1] + gaps[middle]) / 2
+    return round(float(median), 3)
 
 
 def _merge_minutes(minutes, width):

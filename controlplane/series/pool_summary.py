@@ -48,14 +48,34 @@ def summary_columns(summary):
 SECTIONS = ("instances", "load", "utilization", "engine", "resource_freshness_s", "metric_source", "metric_quality")
 
 
-def pool_view(summary, reported_at, now):
+def load_view(load, capacity_configured):
+    """The Load card's capacity part: ``capacity_note`` says why no load ratio is shown, None when it is.
+
+    A load against a capacity nobody configured (the default, or 0) is no
+    figure about the pool, so it is not shown as one. ``capacity_configured``
+    is None when the proxy did not say (an older or foreign one): its figure
+    is shown as sent.
+    """
+    capacity = whole(load.get("capacity"))
+    if capacity is None or capacity <= 0:
+        note = "no capacity declared"
+    elif capacity_configured is False:
+        note = "capacity not configured"
+    else:
+        note = None
+    return {"capacity": capacity, "load_ratio": None if note else finite(load.get("load_ratio")),
+            "capacity_note": note}
+
+
+def pool_view(summary, reported_at, now, capacity_configured=None):
     """A pool_resource as the pages show it: the series columns, the shares in percent, the counts by
-    admission state, when it was made or received (``reported_at``) and its parts (``sections``);
-    None wherever the summary lacks a figure."""
+    admission state, when it was made or received (``reported_at``), its parts (``sections``) and its
+    load against capacity (``load_view``); None wherever the summary lacks a figure."""
     figures = summary_columns(summary)
     sections = {name: _section(summary, name) for name in SECTIONS}
     instances, utilization = sections["instances"], sections["utilization"]
     return {
+        "load": load_view(sections["load"], capacity_configured),
         **figures,
         "memory_used_pct": as_percent(figures["memory_used_ratio"]),
         "gpu_mem_used_pct": as_percent(figures["gpu_mem_used_ratio"]),

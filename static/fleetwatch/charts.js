@@ -22,10 +22,42 @@
     return value.toFixed(digits) + (unit ? " " + unit : "");
   }
 
-  // Axis ticks: short numbers, the unit only where it is one character ("%").
+  // Axis ticks: short numbers ("200k", "1.5k"), the unit only where it is one character ("%").
   function tick(value, unit) {
-    var text = Math.abs(value) >= 1000 ? (value / 1000).toFixed(1) + "k" : String(Math.round(value * 10) / 10);
+    var text;
+    if (Math.abs(value) >= 1000) {
+      var thousands = value / 1000;
+      text = (Math.round(thousands) === thousands ? String(thousands) : thousands.toFixed(1)) + "k";
+    } else {
+      text = String(Math.round(value * 10) / 10);
+    }
     return unit === "%" ? text + "%" : text;
+  }
+
+  // The y axis as wide as its longest label, so none is clipped ("200k", not "00k").
+  // uPlot calls it again with the values it settles on; past the second cycle it keeps its size.
+  // Measured on a canvas of its own: uPlot keeps track of the font its own canvas has set.
+  var AXIS_PADDING = 6;
+  var measurer = document.createElement("canvas").getContext("2d");
+  function axisSize(u, values, axisIndex, cycle) {
+    var axis = u.axes[axisIndex];
+    if (cycle > 1) return axis._size;
+    var size = axis.ticks.size + axis.gap + AXIS_PADDING;
+    if (values && values.length) {
+      measurer.font = axis.font[0];  // in device pixels (uPlot scales it by its pxRatio)
+      var widest = values.reduce(function (most, v) { return Math.max(most, measurer.measureText(v).width); }, 0);
+      size += widest / (window.uPlot.pxRatio || 1);
+    }
+    return Math.ceil(size);
+  }
+
+  // A series younger than its range is drawn over its own span (at least a minute), not squeezed
+  // into the right edge of a 15-minute axis; an older one over the whole range.
+  var MIN_SPAN_S = 60;
+  function xBounds(data) {
+    var from = data.now - data.range_s;
+    if (data.t.length && data.t[0] > from) from = Math.min(data.t[0], data.now - MIN_SPAN_S);
+    return { from: from, to: data.now };
   }
 
   var COUNT_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
@@ -79,7 +111,7 @@
       axes: [
         { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } },
         {
-          stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: 48,
+          stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: axisSize,
           incrs: spec.unit === "" ? COUNT_STEPS : undefined,
           values: function (u, ticks) { return ticks.map(function (v) { return tick(v, spec.unit); }); }
         }
@@ -186,8 +218,9 @@
       self.loading = false;
       self.loadedAt = Date.now();
       self.resolution = data.resolution_s || 1;
-      self.bounds.from = data.now - data.range_s;
-      self.bounds.to = data.now;
+      var bounds = xBounds(data);
+      self.bounds.from = bounds.from;
+      self.bounds.to = bounds.to;
       self.last = data;
       self.section.classList.remove("is-stale");
       if (self.note) {
@@ -220,6 +253,7 @@
     var groups = Array.prototype.map.call(document.querySelectorAll("section[data-charts]"), function (s) {
       return new Group(s);
     });
+    window.fleetwatchCharts = groups;  // for a look from the console (and the browser tests)
     groups.forEach(function (g) { g.load(true); });
     document.addEventListener("fw:tick", function (event) {
       groups.forEach(function (g) { g.tick(event.detail.interval); });

@@ -29,8 +29,9 @@ from tests.live import ROOT, LiveServer, wait_for
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-# Committed with the code (the README shows them); FLEETWATCH_SCREENSHOTS_DIR sends a run's elsewhere.
-SCREENSHOTS = Path(os.environ.get("FLEETWATCH_SCREENSHOTS_DIR") or ROOT / "docs" / "screenshots")
+# Under var/ (not tracked), so a test run leaves the clone as it was; `./fw screenshots`
+# sets FLEETWATCH_SCREENSHOTS_DIR to docs/screenshots/ to refresh the README's pictures.
+SCREENSHOTS = Path(os.environ.get("FLEETWATCH_SCREENSHOTS_DIR") or ROOT / "var" / "screenshots")
 STAFF = ("staff", "staff-password-for-tests")
 # Auth on (the default): the pages need a staff login; the simulated hosts
 # write as old token-less clients on the trusted loopback (tests/live.py).

@@ -5,7 +5,7 @@ instance and its GPUs; sees a new snapshot arrive without a reload; filters
 and searches the pool; starts and stops a real local agent. No page logs a
 JavaScript error (the ``browser`` fixture fails the test otherwise). The
 last test walks every page in both themes and saves the screenshots under
-docs/screenshots/. Every wait is on a condition, never a fixed sleep.
+var/screenshots/ (``./fw screenshots``: docs/screenshots/). Every wait is on a condition, never a fixed sleep.
 """
 
 import re

@@ -85,3 +85,9 @@ def test_it_writes_a_number_in_the_unit_that_keeps_it_readable():
     assert in_units(-2048, SIZES) == "-2.0 GiB"  # a size is placed by its magnitude
     seconds = ((120, 1, "s", 0), (None, 60, "min", 0))
     assert in_units(-500, seconds, signed=True) == "-500 s"  # a duration as it is
+
+
+def test_a_tiny_negative_is_written_as_zero_without_a_sign():
+    tenths = ((None, 1, "s", 1),)
+    assert [in_units(n, tenths, signed=True) for n in (-0.04, -0.0, 0.04, -0.06)] == [
+        "0.0 s", "0.0 s", "0.0 s", "-0.1 s"]

@@ -4,9 +4,10 @@ import pytest
 from django.core.management import call_command
 from drf_spectacular.generators import SchemaGenerator
 
-# Every API operation of both roles (SPEC 3, 6, 9) and /healthz.
+# Every API operation of both roles (SPEC 3, 6, 9), /healthz and /readyz.
 OPERATIONS = {
     ("get", "/healthz"),
+    ("get", "/readyz"),
     ("post", "/v1/instance/register"),
     ("post", "/v1/instance/heartbeat"),
     ("post", "/v1/instance/resource_snapshot"),
@@ -26,7 +27,7 @@ OPERATIONS = {
     ("get", "/v1/proxy/history"),
     ("get", "/debug/proxy_pool_resources"),
 }
-API_OPERATIONS = OPERATIONS - {("get", "/healthz")}
+API_OPERATIONS = OPERATIONS - {("get", "/healthz"), ("get", "/readyz")}
 
 
 @pytest.fixture(scope="module")

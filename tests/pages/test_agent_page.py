@@ -30,10 +30,29 @@ def messages_of(html):
     return [text_of(m) for m in re.findall(r'<p class="notice notice--\w+" role="status">(.*?)</p>', html, re.S)]
 
 
+@pytest.fixture(autouse=True)
+def no_other_agent(monkeypatch, settings):
+    """Nobody else's agent where the page looks, unless a test puts one there (this host may run one on 9201)."""
+    monkeypatch.setattr(agent_pages, "DEFAULT_LISTEN", f"127.0.0.1:{closed_port()}")
+    settings.FLEETWATCH_UP_AGENT_LISTEN = ""
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def running(html):
+    """The page's first panel: (owner, text) of each agent it says runs on this host."""
+    return [(owner, text_of(item)) for owner, item in
+            re.findall(r'<li data-testid="agent-running" data-owner="(\w+)">(.*?)</li>', html, re.S)]
+
+
 def test_it_shows_a_stopped_agent_and_a_start_form(page, local):
     html = page("/agent/")
+    assert one(html, "agent-none") == "stopped No agent this page knows of runs on this host."
     assert one(html, "agent-state") == "stopped"
-    assert "No agent started from this page is running." in text_of(html)
     assert re.search(r'name="csrfmiddlewaretoken" value="\w+"', html)
     assert re.search(r'name="listen" value="127\.0\.0\.1:\d+"', html)
     assert "reporting to http://testserver" in text_of(html)
@@ -48,6 +67,7 @@ def test_it_starts_and_stops_a_real_agent(staff, local):
     assert f"listening on {listen}, reporting to http://testserver." in messages_of(html)[0]
     assert one(html, "agent-state") == "running"
     assert one(html, "agent-instance") == f"hp_{listen}"
+    assert running(html) == [("page", f"running started from this page · on {listen} · as hp_{listen}")]
     assert local.status().state == "running"
 
     status = staff.get("/agent/status").content.decode()
@@ -80,9 +100,24 @@ def test_it_points_out_an_agent_it_did_not_start(page, local, tmp_path, monkeypa
     try:
         monkeypatch.setattr(agent_pages, "DEFAULT_LISTEN", f"127.0.0.1:{foreign.port}")
         html = page("/agent/")
-        assert "foreign-1" in one(html, "agent-foreign") and "leaves it alone" in one(html, "agent-foreign")
+        assert running(html) == [("other", f"running not started here · on 127.0.0.1:{foreign.port} · as foreign-1 "
+                                           "· this page leaves it alone")]
+        assert one(html, "agent-state") == "stopped"  # nothing of its own
     finally:
         foreign.stop()
+
+
+def test_it_says_up_runs_its_own_agent_first(page, local, tmp_path, settings):
+    """What ``manage.py up`` runs shows as running, and as up's, not as a grey "stopped"."""
+    ups = AgentProcess(tmp_path, "http://127.0.0.1:9", "up-agent", args=["--no-report"]).start()
+    try:
+        settings.FLEETWATCH_UP_AGENT_LISTEN = f"127.0.0.1:{ups.port}"  # what up tells its web server
+        html = page("/agent/")
+        assert running(html) == [("up", f"running manage.py up's own agent · on 127.0.0.1:{ups.port} · as up-agent "
+                                        "· it stops with up; this page leaves it alone")]
+        assert html.index('data-testid="agents-running"') < html.index('data-testid="agent-state"')
+    finally:
+        ups.stop()
 
 
 def test_it_refuses_a_post_without_the_csrf_token(admin_user, local):

@@ -128,8 +128,8 @@ def test_it_lists_status_changes_newest_first(page, frozen, cpu_host, report):
     frozen.shift(45)
     report("flappy")
     text = text_of(page("/pool/instances/flappy/").split('aria-label="Status changes"')[1])
-    assert text.index("stale → alive snapshot") < text.index("alive → stale missed heartbeats") < text.index(
-        "– → alive registered")
+    assert text.index("stale → alive snapshot") < text.index("suspect → stale missed heartbeats") < text.index(
+        "alive → suspect missed heartbeats") < text.index("– → alive registered")
     assert "2026-01-01 00:00:30 UTC (15 s ago)" in text  # stale when the TTL ran out, not when noticed
 
 
@@ -180,3 +180,12 @@ def test_it_reads_the_same_number_of_queries_for_one_gpu_or_eight(staff, frozen,
         frozen.shift(45)
         report("big", make_snapshot(gpus=eight_gpus()), seq=seq)
     assert queries() == one_gpu <= 5
+
+
+def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, frozen, cpu_host):
+    cpu_host("old", admission="accepting")
+    assert one(page("/pool/instances/old/"), "instance-admission") == "accepting"
+    frozen.shift(45)
+    html = page("/pool/instances/old/")
+    assert one(html, "instance-admission") == "last: accepting"
+    assert "badge--past" in html.split('data-testid="instance-admission"')[1].split("</p>")[0]

@@ -38,7 +38,7 @@ def test_it_lists_each_instance_with_status_age_admission_and_bars(page, frozen,
     assert row_ids(html) == ["cpu-1", "gpu-1"]
     _, gpu_row = row_of(html, "gpu-1")
     assert gpu_row.startswith("alive gpu-1 10.0.0.1:8000 12 s ago accepting 42.0 % 25.0 % 60.0 % 50.0 %")
-    assert "1.0 Mbit/s / 2.0 Mbit/s" in gpu_row
+    assert "↓ 1.0 Mbit/s ↑ 2.0 Mbit/s" in gpu_row
     _, cpu_row = row_of(html, "cpu-1")
     assert "degraded 7.5 % 75.0 % no GPU –" in cpu_row
     assert one(html, "pool-alive") == "2"
@@ -64,7 +64,7 @@ def test_it_shows_a_dash_for_what_an_instance_has_not_reported(page, frozen, reg
     html = page("/pool/")
     assert "no resource report yet" in row_of(html, "silent")[1]
     partial = row_of(html, "partial")[1]
-    assert "– 25.0 %" in partial and "– / –" in partial
+    assert "– 25.0 %" in partial and "↓ – ↑ –" in partial
 
 
 def test_it_never_prints_an_epoch_number_outside_the_raw_json(page, frozen, gpu_host):
@@ -184,3 +184,38 @@ def test_it_reads_the_same_number_of_queries_for_3_or_40_instances(staff, frozen
         cpu_host(f"i-{i}")
     assert queries() == few
     assert few <= 10  # session and user, the summary (3), status counts, the link, count and page
+
+
+@pytest.mark.parametrize("configured, shown", [
+    (False, "capacity not configured"),  # the default 8: 12 in flight is no share of anything
+    (True, "capacity 8 · load 150.0 %"),
+])
+def test_it_shows_a_load_only_against_a_configured_capacity(page, frozen, settings, cpu_host, instance_heartbeat,
+                                                             configured, shown):
+    settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 8, configured
+    cpu_host("cpu-1")
+    instance_heartbeat("cpu-1", inflight=12, qps_1m=3.25)
+    note = one(page("/pool/"), "pool-load-note")
+    assert note == f"3.25 qps · {shown}"
+    assert configured or "%" not in note
+
+
+def test_a_pool_without_capacity_says_none_is_declared(page, frozen, settings, cpu_host, instance_heartbeat):
+    settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 0, True
+    cpu_host("cpu-1")
+    instance_heartbeat("cpu-1", inflight=3)
+    assert one(page("/pool/"), "pool-load-note") == "– qps · no capacity declared"
+
+
+def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, frozen, cpu_host):
+    cpu_host("old", admission="accepting")
+    frozen.shift(45)  # past the TTL
+    cpu_host("new", admission="accepting")
+    for view in ("table", "cards"):
+        html = page(f"/pool/?view={view}")
+        old = html.split('data-instance-id="old"')[1].split('data-instance-id="new"')[0] if view == "cards" else \
+            html.split('data-instance-id="old"')[1].split("</tr>")[0]
+        assert 'data-admission-current="false"' in old and "last: accepting" in old, view
+        assert "badge--ok" not in old, view  # no green badge for a host taking no work
+        new = html.split('data-instance-id="new"')[1]
+        assert '<span class="badge badge--ok" data-admission-current="true">accepting</span>' in new, view

@@ -105,3 +105,33 @@ def test_it_reads_the_same_number_of_queries_whatever_the_history(staff, frozen,
         register_proxy("pxy-a", pool_resource=full_pool())
     assert queries() == few <= 5
     assert re.search(r"re-registered", staff.get(path).content.decode())
+
+
+def test_a_load_against_a_capacity_nobody_configured_says_so(page, frozen, register_proxy):
+    # What our link sends with FLEETWATCH_PROXY_CAPACITY unset: the default 8, said to be the default.
+    register_proxy("pxy-a", pool_resource=full_pool(), max_capacity=8, instance_count=1,
+                   meta={"capacity": 8, "capacity_configured": False})
+    html = page("/fleet/proxies/pxy-a/")
+    assert one(html, "pool-load-note") == "3.25 qps · capacity not configured"
+    assert one(html, "declared-max-capacity") == "not configured (its default, 8)"
+    assert one(html, "declared-instance-count") == "1 when it registered · 4 alive now"
+    assert one(html, "declared-kv-mem") == "not declared"
+    assert "150.0 %" not in text_of(html)
+
+
+def test_a_proxy_that_declares_its_capacity_shows_it(page, frozen, register_proxy):
+    register_proxy("pxy-a", pool_resource=full_pool(), max_capacity=8, instance_count=3,
+                   kv_mem_per_instance_gb=1.5, meta={"capacity_configured": True})
+    html = page("/fleet/proxies/pxy-a/")
+    assert one(html, "pool-load-note") == "3.25 qps · capacity 8 · load 150.0 %"
+    assert one(html, "declared-max-capacity") == "8"
+    assert one(html, "declared-kv-mem") == "1.5 GB"
+    assert "KV cache pool 4.5 GB" in text_of(html)
+
+
+def test_a_proxy_that_declared_nothing_says_so(page, frozen, register_proxy):
+    register_proxy("pxy-a")  # an old client: no capacity, no meta
+    html = page("/fleet/proxies/pxy-a/")
+    assert one(html, "declared-max-capacity") == "not declared"
+    assert one(html, "declared-instance-count") == "not declared"
+    assert "KV cache pool not declared" in text_of(html)

@@ -260,6 +260,12 @@ def test_it_measures_freshness_from_now():
     assert freshness == {"min": 1.0, "avg": 5.0, "max": 9.0}
 
 
+def test_a_report_stamped_after_the_summarys_now_is_fresh_not_negative():
+    # Another web process stamped it 40 ms after this summary took its now.
+    freshness = healthy(reported_at_max=NOW + 0.04, reported_at_avg=NOW + 0.02)["resource_freshness_s"]
+    assert freshness == {"min": 0.0, "avg": 0.0, "max": 9.0}
+
+
 # --- metric_source and metric_quality ------------------------------------------------
 
 def test_it_labels_every_source_of_a_healthy_pool():

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from controlplane.series.history import as_datetime
+from controlplane.series.history import as_datetime, typical_step
 from proxy_app.history import INSTANCES, record_instances
 from proxy_app.models import InstanceMinute
 from tests.factories import T0, make_snapshot
@@ -135,3 +135,11 @@ def test_it_answers_an_unknown_instance_with_a_404(api, frozen):
     response = api.get("/v1/instance/history", instance_id="ghost", range="1h")
     assert response.status_code == 404
     assert response.json() == {"ok": False, "error": "not_found", "detail": {"instance_id": ["Unknown instance."]}}
+
+
+def test_the_resolution_is_the_typical_gap_between_the_points():
+    every_5s = [{"t": T0 + 5 * i} for i in range(6)]
+    assert typical_step(every_5s, 1) == 5.0
+    paused = [{"t": t} for t in (T0, T0 + 5, T0 + 10, T0 + 300, T0 + 305)]  # one long pause
+    assert typical_step(paused, 1) == 5.0
+    assert typical_step([{"t": T0}], 1) == 1.0 and typical_step([], 2) == 2.0  # too few: the tick

@@ -64,6 +64,15 @@ def test_it_sends_meta_patch_only_when_the_meta_changed(link, proxy_settings):
     assert link.heartbeat_body(summary)["meta_patch"]["capacity"] == 16
 
 
+def test_it_tells_the_scheduler_whether_the_capacity_was_configured(link, proxy_settings):
+    proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = False  # the default 8
+    link.step()
+    assert Proxy.objects.get(pk="pool-a").meta["capacity_configured"] is False
+    summary = {"load": {"inflight_total": None, "qps_1m_total": None}, "utilization": {"gpu_util_avg": None}}
+    proxy_settings.FLEETWATCH_PROXY_CAPACITY, proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 64, True
+    assert link.heartbeat_body(summary)["meta_patch"]["capacity_configured"] is True
+
+
 def test_it_re_registers_at_once_when_the_scheduler_forgot_it(link):
     link.step()
     Proxy.objects.unregister("pool-a", 0.0)

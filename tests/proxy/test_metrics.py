@@ -21,7 +21,10 @@ def scrape(api, **extra):
 
 
 def value(samples, name, **labels):
-    return samples.get((name, tuple(sorted(labels.items()))))
+    """The value of the one sample of ``name`` whose labels include ``labels``; None when there is none."""
+    found = [v for (sample, labelled), v in samples.items() if sample == name and labels.items() <= dict(labelled).items()]
+    assert len(found) <= 1, f"{len(found)} samples of {name} match {labels}"
+    return found[0] if found else None
 
 
 @pytest.fixture
@@ -93,7 +96,18 @@ def test_it_counts_requests_by_view_method_and_status(api, frozen):
     assert value(samples, "fleetwatch_http_requests_total", view="proxy-debug-status", method="GET", status="200") >= 2
     assert value(samples, "fleetwatch_http_requests_total", view="instance-heartbeat", method="POST",
                  status="200") >= 1
-    assert value(samples, "fleetwatch_http_request_duration_seconds_count") >= 3
+    assert value(samples, "fleetwatch_http_request_duration_seconds_count", route="proxy-debug-status") >= 2
+    assert value(samples, "fleetwatch_http_request_duration_seconds_count", route="instance-heartbeat") >= 1
+
+
+def test_it_counts_static_files_under_their_own_view(api, client, frozen):
+    assert client.get("/static/fleetwatch/app.css").status_code == 200  # WhiteNoise, before any URL
+    assert client.get("/static/fleetwatch/no-such-file.css").status_code == 404
+    assert client.get("/no/such/page").status_code == 404
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_http_requests_total", view="static", method="GET", status="200") >= 1
+    assert value(samples, "fleetwatch_http_requests_total", view="static", method="GET", status="404") >= 1
+    assert value(samples, "fleetwatch_http_requests_total", view="unmatched", method="GET", status="404") >= 1
 
 
 def test_it_needs_a_token_or_a_staff_session(api, admin_client, frozen):

@@ -195,8 +195,8 @@ def test_it_revives_a_stale_instance_and_records_the_change(register_instance, r
     assert row["status"] == "alive"
     changes = list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
                    .values_list("old_status", "new_status", "reason"))
-    assert changes == [("", "alive", "registered"), ("alive", "stale", "missed heartbeats"),
-                       ("stale", "alive", "snapshot")]
+    assert changes == [("", "alive", "registered"), ("alive", "suspect", "missed heartbeats"),
+                       ("suspect", "stale", "missed heartbeats"), ("stale", "alive", "snapshot")]
     assert Instance.objects.get(pk="i-1").status == "alive"
 
 

@@ -80,10 +80,12 @@ def test_it_records_nothing_more_when_run_twice(registered):
     assert changes() == before
 
 
-def test_it_goes_straight_to_stale_when_no_sweep_ran_in_between(registered):
+def test_a_sweep_after_the_ttl_records_the_suspect_spell_too(registered):
     assert sweep(31) == 1
     assert stored_status() == "stale"
-    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + TTL)
+    # As a timely sweep would have: suspect when the alive window ran out, stale at the TTL.
+    assert changes()[1:] == [("alive", "suspect", "missed heartbeats", T0 + 15),
+                             ("suspect", "stale", "missed heartbeats", T0 + TTL)]
 
 
 def test_it_leaves_an_instance_that_heartbeats_alone(registered, instance_heartbeat, frozen):
@@ -196,8 +198,8 @@ def test_it_shows_stale_entries_until_they_expire(registered, frozen, listed_ins
     assert "i-1" not in listed_instances(include_dead="true")
 
 
-def test_it_records_both_changes_for_a_heartbeat_after_an_unswept_stale_spell(api, frozen, register_instance):
-    """The sweeper never ran: the stale spell still shows in the history, at the moment the TTL ran out."""
+def test_it_records_every_change_for_a_heartbeat_after_an_unswept_stale_spell(api, frozen, register_instance):
+    """The sweeper never ran: the suspect and stale spells still show in the history, each at its moment."""
     register_instance("i-1")
     frozen.shift(45)  # past the 30 s TTL, no sweep
     assert api.post("/v1/instance/heartbeat", {"instance_id": "i-1"}).json() == {"ok": True}
@@ -205,7 +207,8 @@ def test_it_records_both_changes_for_a_heartbeat_after_an_unswept_stale_spell(ap
                    .values_list("old_status", "new_status", "at"))
     assert changes == [
         ("", "alive", T0),
-        ("alive", "stale", T0 + 30),
+        ("alive", "suspect", T0 + 15),
+        ("suspect", "stale", T0 + 30),
         ("stale", "alive", T0 + 45),
     ]
 
@@ -215,4 +218,26 @@ def test_it_revives_on_a_snapshot_after_an_unswept_stale_spell_too(frozen, regis
     frozen.shift(45)
     assert report("i-1").json() == {"ok": True}
     assert list(InstanceStatusChange.objects.filter(instance_id="i-1").order_by("at", "id")
-                .values_list("new_status", flat=True)) == ["alive", "stale", "alive"]
+                .values_list("new_status", flat=True)) == ["alive", "suspect", "stale", "alive"]
+
+
+def test_a_re_register_after_an_unswept_stale_spell_records_it_too(frozen, register_instance):
+    register_instance("i-1")
+    frozen.shift(45)
+    register_instance("i-1")
+    assert changes() == [("", "alive", "registered", T0), ("alive", "suspect", "missed heartbeats", T0 + 15),
+                         ("suspect", "stale", "missed heartbeats", T0 + TTL),
+                         ("stale", "alive", "re-registered", T0 + 45)]
+
+
+def test_a_re_register_within_the_ttl_records_no_spell(frozen, register_instance):
+    register_instance("i-1")
+    frozen.shift(20)  # suspect by now, but no sweep saw it and the TTL has not run out
+    register_instance("i-1")
+    assert changes() == [("", "alive", "registered", T0)]
+
+
+def test_a_late_sweep_skips_a_suspect_spell_that_lasts_no_time(registered, settings):
+    settings.FLEETWATCH_INSTANCE_TTL_S = 1  # interval 1 s, alive window min(1, 1.5): the TTL itself
+    assert sweep(5) == 1
+    assert changes()[1:] == [("alive", "stale", "missed heartbeats", T0 + 1)]

@@ -25,6 +25,7 @@ def test_it_answers_one_proxy_at_full_resolution(api, two_proxies):
     assert [p["cpu_avg"] for p in body["points"]] == [float(step) for step in range(24)]
     assert body["points"][0]["t"] == T0
     assert {p["pool_admission_state"] for p in body["points"]} == {"accepting"}
+    assert body["resolution_s"] == 5.0  # one point per heartbeat, not the recorder's 1 s tick
 
 
 def test_it_answers_minutes_from_the_rollups(api, two_proxies, frozen):

@@ -41,11 +41,12 @@ def test_it_sweeps_alive_to_suspect_to_stale_recording_each_change(register_prox
     ]
 
 
-def test_it_goes_straight_to_stale_on_a_late_sweep(register_proxy, frozen):
+def test_a_late_sweep_records_the_suspect_spell_at_its_moment(register_proxy, frozen):
     register_proxy("pxy-a")
 
     assert sweep(T0 + 100) == 1
-    assert changes()[-1] == ("alive", "stale", "missed heartbeats", T0 + TTL)
+    assert changes()[1:] == [("alive", "suspect", "missed heartbeats", T0 + 7.5),
+                             ("suspect", "stale", "missed heartbeats", T0 + TTL)]
 
 
 def test_it_records_once_when_swept_twice(register_proxy, frozen):

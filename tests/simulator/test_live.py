@@ -74,6 +74,8 @@ def test_its_acknowledged_reports_reach_the_proxy(simulate, proxy_url):
         "acknowledged"]
     assert summary["events"].get("stale_answers", 0) == 0
     assert "simulate_fleet summary" in printed and "errors: none" in printed
+    assert summary["unregistered_at_end"] is False
+    assert "left registered (--no-unregister): the 5 instances stay listed" in printed
 
 
 def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
@@ -88,16 +90,40 @@ def test_the_proxy_reads_its_snapshots_as_the_agents(simulate, proxy_url):
         assert resource["admission_state"] == resource["raw_resource"]["capacity_hint"]["admission_state"]
         assert row["tags"] == ["h100x8", "simulated"]
         assert row["capability_fingerprint"].startswith("sha256:")
-        assert row["capabilities"]["parallelism"]["tensor_parallel_size"] == 8
+        parallelism = row["capabilities"]["parallelism"]
+        assert parallelism["tensor_parallel_size"] * (parallelism.get("data_parallel_size") or 1) == 8
+
+
+def test_its_engines_reach_the_proxy_and_can_be_turned_off(simulate, proxy_url):
+    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+                          "--gpus", "2", "--engine-faults", "0")
+    rows = listed(proxy_url)
+    assert summary["errors"] == 0 and len(rows) == 3
+    for row in rows.values():
+        resource = row["resource"]
+        [engine] = resource["raw_resource"]["engines"]
+        assert (engine["kind"], engine["status"], engine["model"]) == ("vllm", "ok", "meta-llama/Llama-3.1-8B-Instruct")
+        # The Proxy's SPEC 13 columns are the engine's figures.
+        assert (resource["engine_count"], resource["engine_status"]) == (1, "ok")
+        assert resource["engine_models"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+        assert resource["requests_waiting"] == engine["requests_waiting"] >= 0
+        assert resource["requests_running"] == engine["requests_running"]
+        assert resource["kv_cache_usage_ratio"] == engine["kv_cache_usage_ratio"]
+
+    simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm", "--no-unregister",
+             "--gpus", "2", "--id-prefix", "plain", "--no-engines")
+    plain = listed(proxy_url, prefix="plain-")
+    assert len(plain) == 3 and all("engines" not in row["resource"]["raw_resource"] for row in plain.values())
 
 
 def test_it_unregisters_its_instances_at_the_end(simulate, proxy_url):
-    summary, _ = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm",
+    summary, printed = simulate("--instances", "3", "--interval-ms", "300", "--rounds", "2", "--calm",
                           "--id-prefix", "gone")
 
     unregistered = summary["requests"]["unregister"]
     assert (unregistered["sent"], unregistered["acknowledged"], unregistered["errors"]) == (3, 3, 0)
     assert listed(proxy_url, prefix="gone-") == {}
+    assert summary["unregistered_at_end"] is True and "left registered" not in printed
 
 
 def test_the_proxy_takes_a_restarted_hosts_reports_as_new(simulate, proxy_url):
@@ -128,8 +154,11 @@ def test_it_reports_with_a_bearer_token_when_auth_is_on(simulate, proxy_url, set
 
 def test_without_a_token_it_counts_the_proxys_refusals(simulate, settings, tmp_path):
     settings.FLEETWATCH_AUTH = True
-    with pytest.raises(CommandError, match="http_401"):
+    with pytest.raises(CommandError, match="http_401") as refused:
         simulate("--instances", "2", "--interval-ms", "100", "--rounds", "2", "--calm")
+    # The error says what to pass, not only what failed.
+    assert "pass --token with one of scope instance" in str(refused.value)
+    assert "create_token --scope instance" in str(refused.value)
     summary = json.loads((tmp_path / "summary.json").read_text())
 
     assert summary["acknowledged"] == 0
@@ -150,6 +179,15 @@ def test_it_fails_with_the_errors_by_kind_when_the_proxy_is_unreachable(tmp_path
     summary = json.loads(path.read_text())
     assert summary["acknowledged"] == 0
     assert set(summary["errors_by_kind"]) == {"connection_error"}
+
+
+def test_a_token_of_the_wrong_scope_gets_a_hint_about_the_scope(simulate, settings):
+    settings.FLEETWATCH_AUTH = True
+    _, secret = ApiToken.objects.issue("dashboards", Scope.READ)
+    with pytest.raises(CommandError, match="http_403") as refused:
+        simulate("--instances", "1", "--interval-ms", "100", "--rounds", "1", "--calm", "--token", secret)
+    assert "it needs scope instance" in str(refused.value)
+    assert "pass --token" not in str(refused.value)
 
 
 def test_it_refuses_more_processes_than_instances():

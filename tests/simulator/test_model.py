@@ -9,14 +9,9 @@ import statistics
 import pytest
 
 from agent.capabilities import fingerprint, parse_capabilities
-from agent.gpu import HARDWARE_EVENT_FIELDS, GpuMonitor
-from agent.sampler import HostSampler
-from agent.snapshot import SnapshotBuilder
 from proxy_app.normalise import normalise_snapshot
 from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
 from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms
-from tests.agent.conftest import FakeClock, FakeSource
-from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 from tests.factories import T0, T0_MS
 
 INTERVAL_MS = 1000
@@ -36,20 +31,6 @@ def reports(hosts, rounds, interval_ms=INTERVAL_MS):
     return [body for _, _, _, body in run_rounds(hosts, rounds, interval_ms) if body is not None]
 
 
-@pytest.fixture
-def agent_snapshot():
-    """A snapshot of our real agent (fake NVML and counters), taken after a first sample like every report."""
-    clock = FakeClock(start_ms=0)
-    wall = lambda: T0_MS + clock.ms()  # noqa: E731
-    gpus = GpuMonitor(FakeNvml([FakeGpu(uuid="GPU-a", utilization=30, memory_used=10 * GIB)]), clock_ms=clock.ms,
-                      clock_wall_ms=wall)
-    gpus.open()
-    builder = SnapshotBuilder(HostSampler(FakeSource(), clock.ms), gpus, "agent-1", "gpu-host", clock_wall_ms=wall)
-    builder.take()
-    clock.advance(1000)
-    return builder.take()
-
-
 def test_it_writes_every_field_of_the_agents_snapshot_in_the_agents_order(agent_snapshot):
     [body] = reports([SimulatedHost(0, seed=1, profile=FleetProfile(gpu_counts=(2,)))], rounds=1)
     snapshot = body["snapshot"]
@@ -60,12 +41,7 @@ def test_it_writes_every_field_of_the_agents_snapshot_in_the_agents_order(agent_
         assert list(snapshot["devices"][part]) == list(agent_snapshot["devices"][part])
     for part in ("network", "disk"):
         assert list(snapshot["devices"][part][0]) == list(agent_snapshot["devices"][part][0])
-    # The simulator gains SPEC 13's GPU hardware-event fields with issue 18's simulator part;
-    # until then its rows are the agent's without them.
-    simulated, agents = list(snapshot["devices"]["gpu"][0]), list(agent_snapshot["devices"]["gpu"][0])
-    if not set(HARDWARE_EVENT_FIELDS) & set(simulated):
-        agents = [field for field in agents if field not in HARDWARE_EVENT_FIELDS]
-    assert simulated == agents
+    assert list(snapshot["devices"]["gpu"][0]) == list(agent_snapshot["devices"]["gpu"][0])
     assert list(snapshot["capacity_hint"]) == list(agent_snapshot["capacity_hint"])
     assert snapshot["schema_version"] == "resource_snapshot_v1"
 
@@ -90,15 +66,20 @@ def test_it_sends_the_reporters_body_and_metadata():
 
 
 def spec_admission(snapshot):
-    """SPEC 2.2's rule, written out again here from the SPEC's words."""
+    """SPEC 2.2's rule with SPEC 13's engine rules, written out again here from the SPEC's words."""
     memory, cpu = snapshot["devices"]["memory"], snapshot["devices"]["cpu"]
     gpus = snapshot["devices"]["gpu"]
-    if memory["free_mb"] / memory["total_mb"] < 0.05 or any(gpu["health"] == "error" for gpu in gpus):
+    engines = snapshot.get("engines", [])
+    ok_engines = [engine for engine in engines if engine["status"] == "ok"]
+    if (memory["free_mb"] / memory["total_mb"] < 0.05 or any(gpu["health"] == "error" for gpu in gpus)
+            or (engines and not ok_engines)):
         return "rejecting"
     gpu_memory_full = any(gpu["memory_used_mb"] is not None and gpu["memory_used_mb"] / gpu["memory_total_mb"] > 0.97
                           for gpu in gpus)
     cpu_busy = cpu["utilization_pct"] is not None and cpu["utilization_pct"] > 95
-    if cpu_busy or gpu_memory_full or any(gpu["health"] == "degraded" for gpu in gpus):
+    engine_full = any(engine["kv_cache_usage_ratio"] >= 0.95 or engine["requests_waiting"] >= 32
+                      for engine in ok_engines)
+    if cpu_busy or gpu_memory_full or engine_full or any(gpu["health"] == "degraded" for gpu in gpus):
         return "degraded"
     return "accepting"
 
@@ -136,6 +117,17 @@ def test_the_proxy_normalises_its_snapshots_to_the_figures_they_carry():
         assert columns["resource_ts_ms"] == snapshot["timestamp_ms"]
         assert columns["report_seq"] == metadata["report_seq"]
         assert columns["reported_instance_id"] == body["instance_id"]
+        # SPEC 13's columns: sums and maxima over the ok engines; none without engines.
+        engines = snapshot.get("engines", [])
+        ok = [engine for engine in engines if engine["status"] == "ok"]
+        assert columns["engine_count"] == (len(engines) if "engines" in snapshot else None)
+        assert columns["requests_waiting"] == (sum(engine["requests_waiting"] for engine in ok) if ok else None)
+        assert columns["requests_running"] == (sum(engine["requests_running"] for engine in ok) if ok else None)
+        assert columns["kv_cache_usage_ratio"] == (max(engine["kv_cache_usage_ratio"] for engine in ok) if ok else None)
+        if engines:
+            newest = max(engine["scraped_at_ms"] for engine in engines)
+            assert columns["engine_sample_age_ms"] == snapshot["timestamp_ms"] - newest
+            assert columns["engine_models"] == sorted({engine["model"] for engine in engines if engine["model"]})
 
 
 def test_its_unhealthy_gpus_say_why_and_some_give_no_valid_sample():
@@ -152,6 +144,31 @@ def test_its_unhealthy_gpus_say_why_and_some_give_no_valid_sample():
     assert all(gpu["utilization_sample_quality"] == "error" and gpu["utilization_error"] for gpu in invalid)
     lost = [gpu for gpu in invalid if gpu["health_reasons"] == ["gpu_lost"]]
     assert lost and all(gpu["memory_used_mb"] is None and gpu["temperature_c"] is None for gpu in lost)
+
+
+def test_its_gpu_rows_carry_spec_13s_hardware_events_in_the_agents_order(agent_snapshot):
+    hosts = build_fleet(range(100), 100, seed=4, profile=FleetProfile(unhealthy_gpu_share=0.3))
+    rows = [gpu for body in reports(hosts, rounds=10) for gpu in body["snapshot"]["devices"]["gpu"]]
+    order = list(agent_snapshot["devices"]["gpu"][0])
+
+    assert all(list(gpu) == order for gpu in rows)
+    xids = [gpu for gpu in rows if any(reason.startswith("xid_") for reason in gpu["health_reasons"])]
+    assert xids and all(gpu["health"] == "error" and f"xid_{gpu['xid_last']}" in gpu["health_reasons"]
+                        and gpu["xid_count"] >= 1 for gpu in xids)
+    remaps = [gpu for gpu in rows if "row_remap_failure" in gpu["health_reasons"]]
+    assert remaps and all(gpu["health"] == "error" and gpu["remapped_rows_failure"] is True for gpu in remaps)
+    slow = [gpu for gpu in rows if gpu["health_reasons"] == ["nvml_slow"]]
+    assert slow and all(gpu["health"] == "degraded" and gpu["utilization_error"] == "nvml_slow"
+                        and gpu["memory_used_mb"] is None and gpu["xid_count"] is not None for gpu in slow)
+    readable = [gpu for gpu in rows if gpu["memory_used_mb"] is not None]
+    assert {gpu["remapped_rows_failure"] for gpu in readable} == {False, True}
+    assert all(isinstance(gpu["xid_count"], int) for gpu in rows)
+    # A new agent process has seen no XID yet.
+    host = next(host for host in hosts if any(gpu.xid_count for gpu in host.gpus))
+    host.restart()
+    rows = host.report_body(T0_MS + 10_000)["snapshot"]["devices"]["gpu"]
+    assert {gpu["xid_count"] for gpu in rows} == {0} and {gpu["xid_last"] for gpu in rows} == {None}
+    assert not any(reason.startswith("xid_") for gpu in rows for reason in gpu["health_reasons"])
 
 
 def test_it_keeps_the_seeded_share_of_gpus_unhealthy():
@@ -276,7 +293,9 @@ def test_its_typed_capabilities_are_what_the_proxy_accepts_at_the_seeded_share()
     for host in with_capabilities:
         canonical = parse_capabilities(host.register_body()["capabilities"])
         assert fingerprint(canonical) == host.capability_fingerprint
-        assert canonical["parallelism"]["tensor_parallel_size"] == (host.shape.gpu_count or None)
+        parallelism = canonical["parallelism"]  # every GPU, some hosts' in two data-parallel engines
+        data_parallel = parallelism.get("data_parallel_size") or 1
+        assert parallelism["tensor_parallel_size"] * data_parallel == host.shape.gpu_count
         assert host.heartbeat_body()["capability_fingerprint"] == host.capability_fingerprint
         assert host.heartbeat_body(with_capabilities=True)["capabilities"] == host.capabilities
     plain = next(host for host in hosts if host.capabilities is None)

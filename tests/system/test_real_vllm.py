@@ -8,6 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engines import MAX_NUM_SEQS
+from tests.live import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -59,3 +60,42 @@ def test_the_committed_captures_name_the_families_the_real_engine_exports(vllm_s
                 for state in ("idle", "busy")}
 
     assert {"idle": idle, "busy": busy} == captured
+
+
+def test_the_queue_rises_and_falls_in_the_proxys_list_row_and_pool_summary(
+        vllm_server, completion_load, servers, agents):
+    """Real vLLM → the agent (``--engine-url``) → ``up`` over HTTP: SPEC 13 end to end."""
+    server = servers(roles="proxy", agent=False, env={"FLEETWATCH_INSTANCE_TTL_S": "30"}).start()
+    # A generous scrape timeout: on two shared cores a busy vLLM can take longer
+    # than the default 500 ms to answer, which is a timeout, not a queue.
+    agents(server, "vllm-host", args=["--engine-url", vllm_server.url, "--engine-timeout-ms", "3000"])
+
+    def resource():
+        rows = [row for row in server.get("/v1/instance/list") if row["instance_id"] == "vllm-host"]
+        return rows[0]["resource"] if rows else None
+
+    def engine_summary():
+        return server.get("/debug/pool_resource")["pool_resource"]["engine"]
+
+    idle = wait_for(lambda: (r := resource()) and r["engine_status"] == "ok" and r["requests_waiting"] == 0 and r,
+                    timeout_s=120, message="an ok, idle engine in the list row")
+    assert (idle["engine_count"], idle["engine_ok_count"], idle["engine_models"]) == (1, 1, ["tiny"])
+    assert idle["kv_cache_capacity_tokens"] > 0 and idle["engine_sample_age_ms"] >= 0
+    [engine] = idle["raw_resource"]["engines"]
+    assert (engine["kind"], engine["url"], engine["status"]) == ("vllm", vllm_server.url, "ok")
+
+    load = completion_load(12)
+    busy = wait_for(lambda: (r := resource()) and r["requests_waiting"] == 12 - MAX_NUM_SEQS and r,
+                    timeout_s=120, message="the waiting queue in the list row")
+    assert busy["requests_running"] == MAX_NUM_SEQS and busy["kv_cache_usage_ratio"] > 0
+    summary = wait_for(lambda: (e := engine_summary())["requests_waiting_total"] == 12 - MAX_NUM_SEQS and e,
+                       timeout_s=60, message="the waiting queue in the pool summary")
+    assert summary["instances_with_engine"] == 1 and summary["requests_running_total"] == MAX_NUM_SEQS
+    assert summary["saturation"] == 1.0  # 8 waiting ÷ 5 ≥ 1
+    assert summary["models"] == [{"model": "tiny", "instances": 1, "requests_waiting_total": 12 - MAX_NUM_SEQS}]
+
+    load.cancel()
+    wait_for(lambda: (r := resource()) and r["requests_waiting"] == 0 and r["requests_running"] == 0,
+             timeout_s=120, message="the queue empty again in the list row")
+    wait_for(lambda: engine_summary()["requests_waiting_total"] == 0, timeout_s=60,
+             message="the queue empty again in the pool summary")

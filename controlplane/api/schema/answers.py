@@ -83,9 +83,29 @@ def history_answer(name, key, point_name, point_model):
         "__doc__": "A series over a range (SPEC 9).",
         key: serializers.CharField(),
         "range": serializers.ChoiceField(choices=list(RANGES)),
-        "resolution_s": serializers.FloatField(help_text="Seconds between points."),
+        "resolution_s": serializers.FloatField(help_text=(
+            "Seconds between points as they lie: at full resolution the median gap between consecutive "
+            "points (the recorder's tick for the Proxy's series, a proxy's heartbeat interval for the "
+            "Scheduler's copy; the configured tick when there are fewer than two points); in minutes, "
+            "the width of a point's bucket (60, or a multiple on wider ranges).")),
         "points": point(many=True),
     })
+
+
+class Check(serializers.Serializer):
+    ok = serializers.BooleanField()
+    error = serializers.CharField(required=False, help_text="Why it failed, where it could not be read.")
+
+
+class Ready(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="Every check passed (the answer is then 200, else 503).")
+    roles = serializers.ListField(child=serializers.CharField(), help_text="FLEETWATCH_ROLES: `proxy`, `scheduler`.")
+    checks = serializers.DictField(child=Check(), help_text=(
+        "Each check by name, with its detail: `database` (`vendor`), `migrations` (`unapplied`: the "
+        "migrations not yet applied), and on a Proxy `recorder` (`last_record_age_s`) and `link` "
+        "(`last_attempt_age_s`, `registered`, `consecutive_failures`, `last_error`). Without a database "
+        "only `database` is there."))
+    failed = serializers.ListField(child=serializers.CharField(), help_text="The names of the checks not ok.")
 
 
 class Health(serializers.Serializer):

@@ -4,7 +4,7 @@ the query parameters more than one endpoint takes."""
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
-from controlplane.api.schema.answers import Health, page_of
+from controlplane.api.schema.answers import Health, Ready, page_of
 from controlplane.api.schema.errors import (
     BAD_REQUEST,
     ERROR_HEADERS,
@@ -108,4 +108,14 @@ health_schema = extend_schema(
     description="Open to anyone (no token), touches no database.",
     responses={200: OpenApiResponse(Health, description="The process is up."), 400: BAD_REQUEST,
                405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE},
+)
+
+
+ready_schema = extend_schema(
+    operation_id="readyz", summary="Readiness", tags=["health"], request=None,
+    description="Open to anyone (no token). Reads the database: reachable, every migration applied, and on a "
+                "Proxy the recorder and the link at work. 503 names the checks that failed.",
+    responses={200: OpenApiResponse(Ready, description="Ready: every check passed."),
+               503: OpenApiResponse(Ready, description="Not ready: `failed` names the checks."),
+               400: BAD_REQUEST, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE},
 )

@@ -21,4 +21,4 @@ class Command(BaseCommand):
         except cli.ConfigError as error:
             raise CommandError(str(error)) from None
         if result["errors"]:
-            raise CommandError(f"{result['errors']} request(s) failed: {result['errors_by_kind']}")
+            raise CommandError(cli.failure(result))
