@@ -11,7 +11,7 @@ off), started the way the system tests start it (``tests/live.py``):
    every process of ``up`` is killed at once, ``up`` is started again, and
    every acknowledged report must be stored (its ``report_seq`` or a later one).
 2. outage: the same stream while the database is out of reach for
-   ``--outage-s`` seconds (PostgreSQL: through a TCP forwarder that is cut,
+   ``--outage-s`` seconds (PostgreSQL: through a TCP relay that is killed,
    ``tests/outages.py``; SQLite: the database file moved aside), with a
    reader beside it; answers are counted by status, then the acknowledged
    reports are checked as above. The server is not restarted.
@@ -166,6 +166,7 @@ def outage(workdir, seconds):
               f"(the task cluster's and the recorder's); server still running: {server.running()}")
     finally:
         server.stop()
+        cut.close()
         server.database.drop()
 
 

@@ -1,103 +1,58 @@
 """Database outages that are real for a server: ``cut()`` puts its database out of reach, ``restore()`` back.
 
-``PostgresOutage``: the server reaches PostgreSQL through ``TcpProxy``, a
-TCP forwarder; cutting it closes every forwarded connection and stops
-listening, so the server's connections break and new ones are refused, as
-when a database host goes away. ``SqliteOutage``: the database file is moved
+``PostgresOutage``: the server reaches PostgreSQL through a TCP relay
+(``tests/tcp_relay.py``) in a process of its own; cutting kills it, so the
+server's connections break and new ones are refused, as when a database
+host goes away. ``SqliteOutage``: the database file is moved
 aside. Each gives the ``database`` (a ``LiveDatabase``) and the ``env`` to
 start a ``LiveServer`` with.
 """
 
 import os
-import socket
-import threading
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tests.live import LiveDatabase
+from tests.live import ROOT, LiveDatabase, free_port
 
 
-class TcpProxy:
-    """Forwards connections to 127.0.0.1:``port`` on to ``target``, until cut."""
+class Relay:
+    """``tests/tcp_relay.py`` in a process of its own, from 127.0.0.1:``port`` to ``target``: killed to cut
+    every connection at once and refuse new ones, started again on the same port to bring them back."""
 
     def __init__(self, target_host, target_port):
         self.target = (target_host, target_port)
-        self.port = None
-        self.listener = None
-        self.sockets = []
-        self.lock = threading.Lock()
+        self.port = free_port()
+        self.process = None
 
     def start(self):
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port or 0))
-        listener.listen(128)
-        listener.settimeout(0.2)
-        self.port = listener.getsockname()[1]
-        self.listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.tcp_relay", str(self.port), self.target[0],
+                                         str(self.target[1])], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().startswith("relaying"), "the relay did not start"
         return self
 
-    def _accept(self, listener):
-        while self.listener is listener:
-            try:
-                client, _ = listener.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            client.settimeout(None)
-            with self.lock:
-                self.sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
-
-    @staticmethod
-    def _pump(source, sink):
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self):
-        listener, self.listener = self.listener, None
-        listener.close()
-        with self.lock:
-            sockets, self.sockets = self.sockets, []
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-
-    restore = start
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 class PostgresOutage:
     def __init__(self, tmp_path):
         self.database = LiveDatabase(tmp_path)
         parsed = urlparse(self.database.url)
-        self.forwarder = TcpProxy(parsed.hostname, parsed.port or 5432).start()
-        self.env = {"DATABASE_URL": parsed._replace(netloc=f"{parsed.username}@127.0.0.1:{self.forwarder.port}").geturl()}
+        self.relay = Relay(parsed.hostname, parsed.port or 5432).start()
+        self.env = {"DATABASE_URL": parsed._replace(netloc=f"{parsed.username}@127.0.0.1:{self.relay.port}").geturl()}
 
     def cut(self):
-        self.forwarder.cut()
+        self.relay.stop()
 
     def restore(self):
-        self.forwarder.restore()
+        self.relay.start()
+
+    def close(self):
+        self.relay.stop()
 
 
 class SqliteOutage:
@@ -120,6 +75,9 @@ class SqliteOutage:
         self.database.path.rmdir()
         for suffix in self.FILES:
             Path(f"{self.database.path}{suffix}.aside").rename(f"{self.database.path}{suffix}")
+
+    def close(self):
+        pass
 
 
 def outage_on_suite_backend(tmp_path):

@@ -1,7 +1,7 @@
 """A database outage is a 503 ``database_unavailable`` until the database is back, then all is as before (issue 20).
 
 The outage is real for the server: on PostgreSQL its connections go through
-a TCP forwarder (``tests/outages.py``) that the test cuts, dropping every
+a TCP relay (``tests/outages.py``) that the test cuts, dropping every
 connection and refusing new ones, then restores; on SQLite the database file
 is moved aside and a directory put in its place, with connections opened
 per request, then moved back. The server is never restarted.
@@ -22,7 +22,9 @@ REFUSED = 30  # requests answered during the outage
 
 @pytest.fixture
 def outage(tmp_path):
-    return outage_on_suite_backend(tmp_path)
+    outage = outage_on_suite_backend(tmp_path)
+    yield outage
+    outage.close()
 
 
 def report(server, seq):
