@@ -16,7 +16,7 @@ def test_without_a_command_it_prints_its_usage_only():
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0] == "usage: ./fw COMMAND [ARGS]"
-    assert [line.split()[0] for line in lines[1:]] == ["up", "test", "manage", "screenshots"]
+    assert [line.split()[0] for line in lines[1:]] == ["up", "test", "manage", "screenshots", "lock"]
     assert "set -" not in result.stdout and "#" not in result.stdout
 
 
