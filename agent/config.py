@@ -108,8 +108,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 def parse_url(text: str) -> str:
     url = text.strip().rstrip("/")
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL")
+    try:
+        port = parts.port  # urlsplit checks the port only when it is asked for it
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the port is not a number from 1 to 65535")
     return url
 
 

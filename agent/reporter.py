@@ -36,7 +36,9 @@ UNREGISTER_TIMEOUT_S = 2.0
 OK = "ok"
 UNKNOWN_INSTANCE = "unknown_instance"  # the Proxy forgot us: register again
 REJECTED = "rejected"  # the Proxy answered, but no (4xx, ok: false)
-UNAVAILABLE = "unavailable"  # no answer: connection error, timeout, 5xx
+UNAVAILABLE = "unavailable"  # no answer: connection error, timeout, 5xx, or not the Proxy's answer
+# The Proxy's answers are a few hundred bytes; a longer one is not from a Proxy and is not read on.
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass
@@ -61,28 +63,51 @@ class ProxyClient:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
     def post(self, path, body, timeout_s=None) -> Answer:
-        """POST ``body``: an object, or JSON bytes already encoded."""
+        """POST ``body``: an object, or JSON bytes already encoded.
+
+        Only an answer that is a JSON object counts as the Proxy's: a 200 with
+        an HTML page or a list (a wrong URL, a captive portal) is a failure, and
+        at most ``MAX_ANSWER_BYTES`` of any answer are read.
+        """
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         try:
-            response = self.session.post(self.base_url + path, data=data, timeout=timeout_s or self.timeout_s)
+            with self.session.post(self.base_url + path, data=data, timeout=timeout_s or self.timeout_s,
+                                   stream=True) as response:
+                raw = _read_at_most(response, MAX_ANSWER_BYTES)
         except requests.RequestException as error:
             return Answer(UNAVAILABLE, detail=f"{type(error).__name__}: {error}")
+        status = response.status_code
+        if raw is None:
+            return Answer(UNAVAILABLE, detail=f"HTTP {status}: an answer over {MAX_ANSWER_BYTES} bytes, not the Proxy's")
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             data = None
-        if response.status_code >= 500:
-            return Answer(UNAVAILABLE, data, f"HTTP {response.status_code}")
+        if status >= 500:
+            return Answer(UNAVAILABLE, data, f"HTTP {status}")
         if isinstance(data, dict) and data.get("ok") is False:
             if data.get("error") == UNKNOWN_INSTANCE:
                 return Answer(UNKNOWN_INSTANCE, data, "unknown_instance")
-            return Answer(REJECTED, data, f"HTTP {response.status_code}: {_short(data)}")
-        if 200 <= response.status_code < 300:
-            return Answer(OK, data)
-        return Answer(REJECTED, data, f"HTTP {response.status_code}: {_short(data if data is not None else response.text)}")
+            return Answer(REJECTED, data, f"HTTP {status}: {_short(data)}")
+        text = raw.decode("utf-8", "replace")
+        if 200 <= status < 300:
+            if isinstance(data, dict):
+                return Answer(OK, data)
+            return Answer(UNAVAILABLE, data, f"HTTP {status} but not a JSON object, not the Proxy's: {_short(text)}")
+        return Answer(REJECTED, data, f"HTTP {status}: {_short(data if data is not None else text)}")
 
     def close(self):
         self.session.close()
+
+
+def _read_at_most(response, limit):
+    """The answer's body, or None when it is longer than ``limit`` bytes (the rest is never read)."""
+    body = bytearray()
+    for chunk in response.iter_content(chunk_size=16384):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 def _short(value, limit=200):

@@ -3,13 +3,20 @@
 Only ``controlplane.settings`` reads the environment through these;
 everything else reads ``django.conf.settings``. ``parse_bool`` is also how
 the API reads a boolean query parameter (``controlplane.api.viewsets``), so a
-setting and a query take the same words.
+setting and a query take the same words; ``parse_int`` is how the API and the
+pages read an integer one.
 """
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
+
+# What the API and the pages read as an integer: ASCII digits, a minus sign at most. Python's
+# int() also takes "+5", " 5", "1_000" and other scripts' digits ("５"), which no client means,
+# and fails with an error of its own past 4,300 digits.
+INTEGER = re.compile(r"-?[0-9]{1,4000}")
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off"}
@@ -23,6 +30,11 @@ def parse_bool(text):
     if word in FALSE_WORDS:
         return False
     return None
+
+
+def parse_int(text):
+    """Parse an integer written in ASCII digits (``INTEGER``); None when it is not one."""
+    return int(text) if isinstance(text, str) and INTEGER.fullmatch(text) else None
 
 
 def env_str(name, default=""):

@@ -76,6 +76,12 @@ FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
 FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
 # granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
+# What the web server `up` starts holds (docs/security.md): connections waiting to be
+# accepted (the kernel caps it at net.core.somaxconn), open connections per worker, and
+# seconds a connection may take to send its headers or sit idle between requests (at most 60).
+FLEETWATCH_WEB_BACKLOG = env_int("FLEETWATCH_WEB_BACKLOG", 4096)
+FLEETWATCH_WEB_CONNECTIONS = env_int("FLEETWATCH_WEB_CONNECTIONS", 8192)
+FLEETWATCH_WEB_HEADER_TIMEOUT_S = env_int("FLEETWATCH_WEB_HEADER_TIMEOUT_S", 10)
 # How long ``up`` waits for its processes to stop, all at once, before it kills them
 # (a service manager's own grace period should be longer: systemd's default is 90 s).
 FLEETWATCH_STOP_GRACE_S = env_float("FLEETWATCH_STOP_GRACE_S", 20.0)
@@ -108,7 +114,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "controlplane.ops.metrics.RequestMetricsMiddleware",
+    "controlplane.api.outage.DatabaseRecoveryMiddleware",
     "controlplane.api.middleware.BodySizeLimitMiddleware",
+    # Before anything reads the query, a form or a cookie: PostgreSQL refuses NUL.
+    "controlplane.api.middleware.NulCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Cheap without a cookie, and what the deployment check looks for by name.
@@ -228,10 +237,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_warning": {"()": "controlplane.ops.logs.OneLineWarning"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("FLEETWATCH_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
+        # A client's wrong Host: header is a 400 and one line, not an ERROR with a traceback.
+        "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
         "django-q": {"level": env_str("FLEETWATCH_Q_LOG_LEVEL", "WARNING")},
     },
 }

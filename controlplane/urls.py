@@ -31,5 +31,6 @@ urlpatterns += [
     path("admin/", admin.site.urls),
 ]
 
+handler400 = "controlplane.api.errors.bad_request"
 handler404 = "controlplane.api.errors.not_found"
 handler500 = "controlplane.api.errors.server_error"

@@ -272,6 +272,9 @@ http {{
     upstream fleetwatch {{
 {servers}
         keepalive 64;
+        # Below the web server's idle timeout (FLEETWATCH_WEB_HEADER_TIMEOUT_S, 10 s), so nginx
+        # never sends a request into a connection the server is closing.
+        keepalive_timeout 5s;
     }}
     server {{
         listen 127.0.0.1:{self.port};

@@ -4,10 +4,14 @@ Every error any endpoint answers, from the middleware, a view, DRF or Django's
 own 404 and 500 handlers, is made by ``error_response``.
 """
 
+import sys
+
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import JsonResponse
 from rest_framework import exceptions
+
+from controlplane.api import outage
 
 
 def error_body(error, detail=None):
@@ -55,8 +59,11 @@ def flatten_detail(detail, path=""):
 
 
 def payload_too_large():
+    """413: the body is left unread, so the connection cannot carry another request; say so, or a
+    keep-alive client would send its next request into a connection the server is closing."""
     limit = settings.FLEETWATCH_MAX_BODY_BYTES
-    return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]})
+    return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]},
+                          headers={"Connection": "close"})
 
 
 def not_found(request=None, exception=None):
@@ -64,9 +71,30 @@ def not_found(request=None, exception=None):
     return error_response(404, "not_found")
 
 
+def bad_request(request=None, exception=None):
+    """Django's ``handler400`` (a disallowed ``Host:``, a malformed request): the envelope, not an HTML page."""
+    if isinstance(exception, DisallowedHost):
+        return validation_error({"Host": ["Not a name this server answers to (DJANGO_ALLOWED_HOSTS)."]})
+    return validation_error({"request": ["Malformed request."]})
+
+
 def server_error(request=None):
-    """Django's ``handler500``: an answer in the envelope should anything slip through."""
+    """Django's ``handler500``: an answer in the envelope should anything slip through.
+
+    An unavailable database is not a server error but a 503 (``controlplane.api.outage``).
+    """
+    exc = sys.exc_info()[1]
+    if exc is not None and outage.is_database_unavailable(exc):
+        outage.OUTAGE.failed(exc)
+        return database_unavailable()
     return error_response(500, "internal_error")
+
+
+def database_unavailable():
+    """503 ``database_unavailable`` with ``Retry-After``; marked as logged, since the outage is logged once."""
+    response = error_response(503, "database_unavailable", headers={"Retry-After": str(outage.RETRY_AFTER_S)})
+    response._has_been_logged = True  # Django would log each one with its traceback
+    return response
 
 
 def unauthorized():

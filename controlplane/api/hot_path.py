@@ -5,13 +5,12 @@ per-request machinery showed on the ingest profile; the parity tests
 (``tests/controlplane/test_hot_path_parity.py``) hold them to DRF's answers.
 """
 
-import orjson
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from rest_framework import exceptions
 from rest_framework.views import APIView
 
-from controlplane.api import errors
+from controlplane.api import errors, renderers
 from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, write_allowance
 from controlplane.api.parsers import parse_json_body
 
@@ -26,7 +25,7 @@ def ok_response():
 
 def json_response(body):
     """A JSON answer without DRF's rendering (for ``HotWriteView``)."""
-    return HttpResponse(orjson.dumps(body), content_type="application/json")
+    return HttpResponse(renderers.dumps(body), content_type="application/json")
 
 
 class HotWriteView(APIView):

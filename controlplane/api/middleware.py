@@ -8,6 +8,50 @@ from django.contrib.messages import middleware as messages_middleware
 
 from controlplane.api import errors
 
+NUL = "\x00"
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class NulCharacterMiddleware:
+    """Refuse a NUL character in any text of a request before a view or a query sees it.
+
+    PostgreSQL cannot store or even compare text with NUL in it (a query with
+    one fails with a DataError, a 500), SQLite can; refusing it here makes
+    both databases answer alike, for the API, the pages and the admin. A NUL
+    in the path is a 404 (no id has one), in a query or form value or name a
+    400 ``validation_error``; a cookie with one is dropped, as a browser's
+    garbage cookie would be. JSON bodies are checked by their parser
+    (``controlplane.api.parsers``). The common case costs two substring tests.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if NUL in request.path_info:
+            return errors.not_found()
+        query = request.META.get("QUERY_STRING", "")
+        if ("%00" in query or NUL in query) and (field := nul_field(request.GET)):
+            return nul_refused(field)
+        if request.content_type in FORM_TYPES and (field := nul_field(request.POST)):
+            return nul_refused(field)
+        if request.META.get("HTTP_COOKIE"):  # a quoted cookie may spell NUL as \000
+            for name in [name for name, value in request.COOKIES.items() if NUL in name or NUL in value]:
+                del request.COOKIES[name]
+        return self.get_response(request)
+
+
+def nul_field(values):
+    """The name of the first field of a QueryDict whose name or any value holds a NUL, else None."""
+    for name, items in values.lists():
+        if NUL in name or any(NUL in item for item in items):
+            return name.replace(NUL, "\\x00") or "query"
+    return None
+
+
+def nul_refused(field):
+    return errors.validation_error({field: ["NUL characters are not allowed."]})
+
 
 class BodySizeLimitMiddleware:
     """Answer 413 in the SPEC envelope before a too-large body is read.

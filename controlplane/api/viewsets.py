@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from controlplane import clock
 from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, StaffSessionAuthentication, WriteRateThrottle
 from controlplane.endpoints.models import NAME_LENGTH
-from controlplane.env import parse_bool
+from controlplane.env import parse_bool, parse_int
 from controlplane.figures import MAX_DB_INT
 from controlplane.series.history import RANGES
 
@@ -36,10 +36,9 @@ def query_int(request, name, minimum=0, maximum=MAX_DB_INT):
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise exceptions.ValidationError({name: ["Must be an integer."]}) from None
+    value = parse_int(raw)
+    if value is None:
+        raise exceptions.ValidationError({name: ["Must be an integer (ASCII digits)."]})
     if not minimum <= value <= maximum:
         raise exceptions.ValidationError({name: [f"Must be between {minimum} and {maximum}."]})
     return value

@@ -55,31 +55,35 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         """Register an entry: create it alive, or refresh a known one and revive it.
 
         ``refresh(entry)`` applies the re-register rules to a known entry.
-        A concurrent first register of the same id lands in the refresh path.
-        Returns the entry.
+        A concurrent first register of the same id lands in the refresh path;
+        an entry unregistered between the two (PostgreSQL lets that happen)
+        is created again. Returns the entry.
         """
-        try:
+        while True:
+            try:
+                with transaction.atomic():
+                    entry = self.create(
+                        **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
+                        **create_fields,
+                    )
+                    self.model.record_change(pk, ChangeStatus.NONE, Status.ALIVE, ChangeReason.REGISTERED, now)
+                    return entry
+            except IntegrityError:
+                pass
             with transaction.atomic():
-                entry = self.create(
-                    **{self.model._meta.pk.name: pk}, registered_at=now, last_seen_at=now, status=Status.ALIVE,
-                    **create_fields,
-                )
-                self.model.record_change(pk, ChangeStatus.NONE, Status.ALIVE, ChangeReason.REGISTERED, now)
+                entry = self.select_for_update().filter(pk=pk).first()
+                if entry is None:
+                    continue  # unregistered since the create failed: create it
+                old_status = entry.status
+                if not liveness.is_alive(entry.last_seen_at, now, self.model.ttl_s()):  # a silence no sweep saw
+                    old_status = self.record_missed(pk, old_status, entry.last_seen_at, now)
+                refresh(entry)
+                entry.last_seen_at = now
+                entry.status = Status.ALIVE
+                entry.save()
+                if old_status != Status.ALIVE:
+                    self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
                 return entry
-        except IntegrityError:
-            pass
-        with transaction.atomic():
-            entry = self.select_for_update().get(pk=pk)
-            old_status = entry.status
-            if not liveness.is_alive(entry.last_seen_at, now, self.model.ttl_s()):  # a silence no sweep saw
-                old_status = self.record_missed(pk, old_status, entry.last_seen_at, now)
-            refresh(entry)
-            entry.last_seen_at = now
-            entry.status = Status.ALIVE
-            entry.save()
-            if old_status != Status.ALIVE:
-                self.model.record_change(pk, old_status, Status.ALIVE, ChangeReason.RE_REGISTERED, now)
-            return entry
 
     def record_missed(self, pk, status, last_seen_at, now):
         """Record each change along alive → suspect → stale that an entry stored as ``status`` has passed
@@ -142,9 +146,14 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         return bool(self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields))
 
     def unregister(self, pk, now):
-        """Delete an entry, recording a last change to ``unregistered``; False if unknown."""
+        """Delete an entry, recording a last change to ``unregistered``; False if unknown.
+
+        The entry's row is locked first: a report being stored for it (which
+        updates that row, then writes the rows that refer to it) finishes
+        before the delete gathers those rows, or finds the entry gone after.
+        """
         with transaction.atomic():
-            old_status = self.filter(pk=pk).values_list("status", flat=True).first()
+            old_status = self.select_for_update().filter(pk=pk).values_list("status", flat=True).first()
             if old_status is None or not self.filter(pk=pk).delete()[0]:
                 return False
             self.model.record_change(pk, old_status, ChangeStatus.UNREGISTERED, ChangeReason.UNREGISTERED, now)

@@ -17,6 +17,7 @@ Steps of ``run``:
 
 import logging
 import os
+import resource
 import shutil
 import sys
 import time
@@ -78,14 +79,35 @@ def web_server_argv(host, port, workers):
     docs/scale-out.md): it answers more requests per core, and it drops
     clients that send their headers slowly instead of giving each one a
     worker, so 200 such connections cannot starve /healthz
-    (tests/system/test_slow_clients.py).
+    (tests/system/test_slow_clients.py). With the connection limits below,
+    neither can 2,000 idle and 2,000 slow ones together
+    (tests/system/test_connection_flood.py).
     """
     return [
         str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
         "--host", host, "--port", str(port), "--workers", str(workers), "--blocking-threads", "1",
         "--no-ws", "--log-level", "warning", "--workers-kill-timeout", "10",
+        # Connection limits (docs/security.md, "Slow and hostile clients"): granian's defaults let
+        # about 1,100 idle or slow connections shut new clients out (issue 20).
+        "--backlog", str(settings.FLEETWATCH_WEB_BACKLOG),
+        "--backpressure", str(settings.FLEETWATCH_WEB_CONNECTIONS),
+        "--http1-header-read-timeout", str(settings.FLEETWATCH_WEB_HEADER_TIMEOUT_S * 1000),
         "--working-dir", str(settings.BASE_DIR),
     ]
+
+
+def raise_open_files_limit(workers):
+    """Lift this process's soft limit of open files (inherited by the web server it starts) to what
+    ``workers`` × ``FLEETWATCH_WEB_CONNECTIONS`` need, at most the hard limit: each connection is
+    a descriptor, and a shell's usual 1,024 would cap connections below the server's own limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = workers * settings.FLEETWATCH_WEB_CONNECTIONS + 1024
+    target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < wanted:
+        log.warning("open files are limited to %s (ulimit -Hn): the web server holds fewer than %s connections",
+                    target, workers * settings.FLEETWATCH_WEB_CONNECTIONS)
 
 
 def wait_until_serving(url, timeout_s):
@@ -150,7 +172,9 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
     supervisor = Supervisor(grace_s=settings.FLEETWATCH_STOP_GRACE_S)
     supervisor.install_signal_handlers()
-    supervisor.add("web", web_server_argv(host, port, workers or default_workers()), env)
+    workers = workers or default_workers()
+    raise_open_files_limit(workers)
+    supervisor.add("web", web_server_argv(host, port, workers), env)
     if not wait_until_serving(f"{base_url}/healthz", timeout_s=60):
         supervisor.stop_all()
         raise CommandError(f"the web server did not answer on {base_url} within 60 s")

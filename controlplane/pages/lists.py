@@ -14,6 +14,7 @@ from django.db.models import Case, Count, F, IntegerField, Value, When
 
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import Status, status_q
+from controlplane.env import parse_int
 
 PER_PAGE_CHOICES = (25, 50, 100, 200)
 DEFAULT_PER_PAGE = 25
@@ -59,11 +60,8 @@ STATE = Sort("state")
 
 
 def _int(raw, default, minimum=1):
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        return default
-    return value if value >= minimum else default
+    value = parse_int(raw)
+    return value if value is not None and value >= minimum else default
 
 
 @dataclass(frozen=True)

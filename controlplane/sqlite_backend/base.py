@@ -9,6 +9,10 @@ the writes themselves. Here every write transaction (Django's
 database, so waiting writers queue in the kernel and wake the moment the
 previous one commits. Writes outside a transaction (single autocommit
 statements) still rely on SQLite's busy timeout.
+
+The database holds sessions and token hashes: a new file is created mode
+0600 (its WAL and shared-memory files take the same mode from it), like the
+secret key beside it.
 """
 
 try:
@@ -17,6 +21,7 @@ except ImportError:  # not POSIX: SQLite's own busy handling only
     fcntl = None
 
 import functools
+import os
 
 from django.db.backends.sqlite3 import base
 
@@ -39,8 +44,21 @@ class CursorWrapper(base.SQLiteCursorWrapper):
         return super().convert_query(query, param_names=param_names)
 
 
+def create_private(path):
+    """Create an empty database file readable by its owner only, unless there is one already."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # it exists, or cannot be made: SQLite opens it, or says why it cannot
+        pass
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     _write_lock_file = None
+
+    def get_new_connection(self, conn_params):
+        if not self.is_in_memory_db():
+            create_private(self.settings_dict["NAME"])
+        return super().get_new_connection(conn_params)
 
     def create_cursor(self, name=None):
         return self.connection.cursor(factory=CursorWrapper)

@@ -153,6 +153,8 @@ class FakeProxy:
         self.status = None
         self.heartbeat_interval_s = 3
         self.assign_id = None  # answer register with this id instead of the one sent
+        self.raw_answer = None  # (content type, bytes): answer every request 200 with these instead
+        self.raw_sent = 0  # bytes of raw answers written before the client stopped reading
         self._changed = threading.Condition()
         proxy = self
 
@@ -164,12 +166,26 @@ class FakeProxy:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"null")
                 status, answer = proxy._answer(self.path, body, dict(self.headers))
+                if proxy.raw_answer is not None:
+                    return self.send_raw(*proxy.raw_answer)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def send_raw(self, content_type, data):
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    for start in range(0, len(data), 65536):
+                        self.wfile.write(data[start:start + 65536])
+                        proxy.raw_sent = start + 65536
+                except OSError:
+                    self.close_connection = True  # the client stopped reading
 
             def log_message(self, *args):
                 pass
@@ -278,6 +294,18 @@ class FakeEngine:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def send_raw(self, content_type, data):
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    for start in range(0, len(data), 65536):
+                        self.wfile.write(data[start:start + 65536])
+                        proxy.raw_sent = start + 65536
+                except OSError:
+                    self.close_connection = True  # the client stopped reading
 
             def log_message(self, *args):
                 pass

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from agent import AGENT_VERSION
-from agent.reporter import OK, UNAVAILABLE, Backoff, FailureLog, ProxyClient, Reporter
+from agent.reporter import MAX_ANSWER_BYTES, OK, UNAVAILABLE, Backoff, FailureLog, ProxyClient, Reporter
 from agent.snapshot import SnapshotStore
 
 REGISTER, SNAPSHOT = "/v1/instance/register", "/v1/instance/resource_snapshot"
@@ -161,6 +161,31 @@ def test_it_spreads_retries_between_half_and_full_delay():
     real = Backoff()
     delays = [real.next_delay() for _ in range(20)]
     assert all(0.25 <= d <= 0.5 for d in delays[:1]) and all(15.0 <= d <= 30.0 for d in delays[10:])
+
+
+@pytest.mark.parametrize("content_type, answer", [
+    ("text/html", b"<html><body>Welcome to nginx!</body></html>"),
+    ("application/json", b"[1, 2, 3]"),
+    ("application/json", b'"ok"'),
+])
+def test_it_takes_a_200_that_is_not_a_json_object_for_a_failure_and_logs_it(
+        fake_proxy, store, clock, caplog, content_type, answer):
+    fake_proxy.raw_answer = (content_type, answer)
+    reporter = make_reporter(fake_proxy.url, store, clock)
+    with caplog.at_level(logging.WARNING, logger="agent.reporter"):
+        assert reporter.step() == pytest.approx(0.5)  # backing off, as from a Proxy that is down
+    assert not reporter.registered
+    assert len(caplog.records) == 1
+    assert "HTTP 200 but not a JSON object" in caplog.records[0].message
+
+
+def test_it_reads_no_more_of_a_huge_answer_than_its_bound(fake_proxy, store, clock):
+    fake_proxy.raw_answer = ("application/json", b'{"ok": true, "pad": "' + b"x" * 50_000_000 + b'"}')
+    answer = ProxyClient(fake_proxy.url, timeout_s=5.0).post(SNAPSHOT, {})
+    assert answer.kind == UNAVAILABLE and f"over {MAX_ANSWER_BYTES} bytes" in answer.detail
+    # The client closed the connection after its bound: the Proxy could not hand it the rest
+    # (what the kernel's socket buffers took is all it wrote).
+    assert fake_proxy.raw_sent < 20_000_000
 
 
 def test_it_counts_connection_refused_as_unavailable(store, clock):

@@ -26,5 +26,6 @@ router.register("twin/v1/instance", SnapshotOnDrf, basename="twin")
 
 urlpatterns = [*router.urls, path("", include("controlplane.urls"))]
 
+handler400 = "controlplane.api.errors.bad_request"
 handler404 = "controlplane.api.errors.not_found"
 handler500 = "controlplane.api.errors.server_error"

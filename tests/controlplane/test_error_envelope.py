@@ -34,3 +34,16 @@ def test_it_answers_an_unknown_path_with_a_json_404(api):
     response = api.get("/no/such/path")
     assert response.status_code == 404
     assert response.json() == {"ok": False, "error": "not_found"}
+
+
+@pytest.mark.parametrize("path", ["/v1/instance/list", "/pool/", "/healthz"])
+def test_it_answers_a_disallowed_host_in_the_envelope_and_logs_one_warning_line(client, caplog, path):
+    with caplog.at_level("INFO"):
+        response = client.get(path, HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert response.json() == {"ok": False, "error": "validation_error",
+                               "detail": {"Host": ["Not a name this server answers to (DJANGO_ALLOWED_HOSTS)."]}}
+    records = [record for record in caplog.records if record.name == "django.security.DisallowedHost"]
+    assert [(record.levelname, record.exc_info) for record in records] == [("WARNING", None)]
+    assert "evil.example" in records[0].getMessage()
+    assert [record.name for record in caplog.records if record.levelno >= 30] == ["django.security.DisallowedHost"]

@@ -31,9 +31,14 @@ def test_it_names_both_bounds_of_a_negative_offset(api, path):
     assert "None" not in str(detail)
 
 
+NOT_AN_INTEGER = "Must be an integer (ASCII digits)."
+
+
 @pytest.mark.parametrize("path", LISTS)
 @pytest.mark.parametrize("limit, message", [("0", "Must be between 1 and 10000."), ("10001", "Must be between 1 and 10000."),
-                                            ("ten", "Must be an integer.")])
+                                            ("ten", NOT_AN_INTEGER), ("５", NOT_AN_INTEGER), ("+5", NOT_AN_INTEGER),
+                                            (" 5", NOT_AN_INTEGER), ("5 ", NOT_AN_INTEGER), ("1_0", NOT_AN_INTEGER),
+                                            ("٥", NOT_AN_INTEGER), ("9" * 5000, NOT_AN_INTEGER)])
 def test_it_bounds_the_limit(api, path, limit, message):
     response = api.get(path, limit=limit)
     assert response.status_code == 400

@@ -120,6 +120,9 @@ def test_it_pages_through_a_large_pool(page, frozen, register_instance):
     assert "26–30 of 30" in text_of(second) and "page 2 of 2" in text_of(second)
     assert row_ids(page("/pool/rows?sort=id&page=99")) == row_ids(second)
     assert len(row_ids(page("/pool/rows?per_page=50"))) == 30
+    # An integer in anything but ASCII digits is an unknown value: the first page, as for "two".
+    for odd in ("２", "+2", " 2", "2_0", "two"):
+        assert row_ids(page(f"/pool/rows?sort=id&page={odd}")) == row_ids(first), odd
     # The next-page link keeps the filters and works without JavaScript too.
     assert 'href="/pool/?sort=id&amp;page=2"' in first
     assert 'hx-get="/pool/rows?sort=id&amp;page=2"' in first

@@ -54,21 +54,28 @@ RATE_LIMITED = error_answer(
     "Rate limited: retry after `Retry-After` seconds.",
 )
 
+DATABASE_UNAVAILABLE = error_answer(
+    "database_unavailable", "The database cannot be reached. Nothing was written: send it again after `Retry-After`.",
+    "Database unavailable: retry after `Retry-After` seconds.", detail=None,
+)
+
 ERROR_HEADERS = [
     OpenApiParameter(
         "WWW-Authenticate", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[401], required=True,
         enum=["Bearer"], description="Always `Bearer`.",
     ),
     OpenApiParameter(
-        "Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[429], required=True,
-        description="Seconds until a write from this token for this instance id is let in again.",
+        "Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[429, 503], required=True,
+        description="Seconds to wait: until a write from this token for this instance id is let in again (429), "
+                    "or before trying again while the database is unavailable (503).",
     ),
 ]
 
 
 def read_errors():
     """What any read (GET) of the API can answer besides its own answers."""
-    return {400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE}
+    return {400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE,
+            503: DATABASE_UNAVAILABLE}
 
 
 def write_errors():

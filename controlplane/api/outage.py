@@ -1,0 +1,87 @@
+"""An unavailable database is a 503 ``database_unavailable``, logged once per outage.
+
+When the database cannot be reached (PostgreSQL down or unreachable, a
+SQLite file that cannot be opened), Django raises ``OperationalError`` or
+``InterfaceError`` from wherever the request touched it: a view, the token
+check, the session. ``controlplane.api.errors.server_error`` (Django's
+``handler500``, which every middleware's exceptions also reach) answers those
+with 503 and ``Retry-After`` instead of 500, without Django's per-request
+traceback. Each web process logs the first failure of an outage and, once a
+query succeeds again, that the database is back: two lines per process per
+outage, however many requests were refused. Nothing is kept to retry: a
+refused write was not acknowledged, and the client sends it again.
+"""
+
+import logging
+import threading
+import time
+
+from django.db import InterfaceError, OperationalError, connection
+
+log = logging.getLogger("fleetwatch.database")
+
+RETRY_AFTER_S = 5
+
+
+def is_database_unavailable(exc):
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+class Outage:
+    """Whether this process is in an outage, and since when; logs each start and end once."""
+
+    def __init__(self):
+        self.since = None
+        self.lock = threading.Lock()
+
+    def failed(self, exc):
+        with self.lock:
+            if self.since is not None:
+                return
+            self.since = time.monotonic()
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.error("database unavailable (%s): answering 503 database_unavailable until it is back", reason)
+
+    def recovered(self):
+        with self.lock:
+            if self.since is None:
+                return
+            lasted_s, self.since = time.monotonic() - self.since, None
+        log.warning("database reachable again after %.1f s", lasted_s)
+
+
+OUTAGE = Outage()
+
+
+class QueriesSucceeded:
+    """A query wrapper: whether any query of this request succeeded."""
+
+    def __init__(self):
+        self.any = False
+
+    def __call__(self, execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        self.any = True
+        return result
+
+
+class DatabaseRecoveryMiddleware:
+    """During an outage, ends it at the first request that ran queries and was not refused.
+
+    Only then are this request's queries watched; otherwise it costs one
+    attribute read. A request that never touches the database (``/healthz``)
+    says nothing about it.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if OUTAGE.since is None:
+            return self.get_response(request)
+        queries = QueriesSucceeded()
+        with connection.execute_wrapper(queries):
+            response = self.get_response(request)
+        if queries.any and response.status_code != 503:
+            OUTAGE.recovered()
+        return response
