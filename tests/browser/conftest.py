@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from tests.factories import make_gpu, make_pool_resource, make_snapshot
+from tests.factories import make_engine, make_gpu, make_pool_resource, make_snapshot
 from tests.live import ROOT, LiveServer, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
@@ -75,6 +75,12 @@ class SimulatedHosts(threading.Thread):
         self.proxies = {"pool-b": make_pool_resource(alive=12, total=12, cpu=61.0, gpu=83.0, admission="degraded"),
                         "pool-c": make_pool_resource(alive=7, total=8, cpu=22.0, gpu=35.0, memory_used_ratio=0.4)}
         self.proxies["pool-b"]["utilization"].update(network_rx_mbps_total=148000.0, network_tx_mbps_total=61000.0)
+        self.proxies["pool-b"]["engine"] = {"instances_with_engine": 12, "requests_waiting_total": 41,
+                                            "requests_running_total": 380, "kv_cache_usage_max": 0.93,
+                                            "saturation": 0.82}
+        self.proxies["pool-c"]["engine"] = {"instances_with_engine": 7, "requests_waiting_total": 2,
+                                            "requests_running_total": 61, "kv_cache_usage_max": 0.4,
+                                            "saturation": 0.28}
         self.seq = 0
         self.errors = []
 
@@ -107,6 +113,13 @@ class SimulatedHosts(threading.Thread):
                       "speed_mbps": 100000}, {"iface": "ib0", "rx_mbps": 12400.0, "tx_mbps": 9800.0,
                                               "speed_mbps": 400000}],
             gpu_status="ok" if host.gpus else "no_gpu", timestamp_ms=int(time.time() * 1000))
+        if host.gpus:  # a data-parallel vLLM on the GPU hosts, its queue rising and falling with the load
+            snapshot["engines"] = [make_engine(
+                url="http://127.0.0.1:8000", model="llama-3.1-70b", engine_index=str(index),
+                scraped_at_ms=snapshot["timestamp_ms"] - 150, requests_running=24 - 4 * index,
+                requests_waiting=max(0, int(wave / 5) - 6 * index), kv_cache_usage_ratio=round(wave / 110 - 0.1 * index, 4),
+                kv_cache_capacity_tokens=1_048_576, ttft_p50_s=0.21, ttft_p95_s=round(0.4 + wave / 60, 2),
+                lora={"max": 4, "running": ["sql-adapter"], "waiting": []}) for index in range(2)]
         snapshot["devices"]["cpu"].update(per_core_pct=[round((wave + 7 * i) % 100, 1) for i in range(32)],
                                           count_logical=32, count_physical=16)
         snapshot["devices"]["memory"].update(swap_used_mb=0.0, swap_total_mb=8192.0)
