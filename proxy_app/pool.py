@@ -7,7 +7,6 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from controlplane import clock
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
-from proxy_app import engines
 from proxy_app.aggregation import build_pool_resource
 from proxy_app.models import Instance, InstanceResource
 

@@ -295,18 +295,6 @@ class FakeEngine:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def send_raw(self, content_type, data):
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                try:
-                    for start in range(0, len(data), 65536):
-                        self.wfile.write(data[start:start + 65536])
-                        proxy.raw_sent = start + 65536
-                except OSError:
-                    self.close_connection = True  # the client stopped reading
-
             def log_message(self, *args):
                 pass
 

@@ -15,29 +15,12 @@ from urllib.parse import urlparse, urlunparse
 import pytest
 import requests
 
-from tests.live import ROOT, LiveDatabase, free_port, wait_for
+from tests.live import ROOT, LiveDatabase, wait_for
+from tests.outages import Relay
 from tests.migration_graph import newest_and_parent
 
 pytestmark = pytest.mark.live
 PG_URL = os.environ.get("FLEETWATCH_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/fleetwatch")
-
-
-class Relay:
-    def __init__(self, target_host, target_port):
-        self.port = free_port()
-        self.target = (target_host, target_port)
-        self.process = None
-
-    def start(self):
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.tcp_relay", str(self.port), self.target[0],
-                                         str(self.target[1])], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout.readline().startswith("relaying"), "the relay did not start"
-        return self
-
-    def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture
