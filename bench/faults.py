@@ -34,7 +34,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,17 +101,6 @@ def lost_of(server, acknowledged):
     return {i: seq for i, seq in acknowledged.items() if (stored.get(i) or 0) < seq}
 
 
-def kill_everything(server):
-    root = psutil.Process(server.process.pid)
-    processes = [root, *root.children(recursive=True)]
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(processes, timeout=30)
-    server.process.wait(30)
-
 
 def kill_runs(workdir, runs, seconds):
     server = LiveServer(workdir, roles="proxy", env=ENV).start()
@@ -121,7 +109,7 @@ def kill_runs(workdir, runs, seconds):
         total, lost = 0, {}
         for _ in range(runs):
             acknowledged, statuses = stream_for(server, seconds)
-            kill_everything(server)
+            server.kill_everything()
             server.start()
             total += sum(count for status, count in statuses.items() if status == 200)
             lost.update(lost_of(server, acknowledged))

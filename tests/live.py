@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+import psutil
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +127,18 @@ class ChildProcess:
 
     def running(self):
         return self.process is not None and self.process.poll() is None
+
+    def kill_everything(self):
+        """SIGKILL the process and every process it started, all at once: nothing shuts down cleanly."""
+        root = psutil.Process(self.process.pid)
+        processes = [root, *root.children(recursive=True)]
+        for process in processes:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(processes, timeout=30)
+        self.process.wait(30)
 
     def stop(self, timeout_s=None):
         """SIGTERM, SIGKILL if that does not end it; returns the exit code."""

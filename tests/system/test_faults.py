@@ -2,7 +2,6 @@
 
 import threading
 
-import psutil
 import pytest
 import requests
 
@@ -43,18 +42,6 @@ class Reporter(threading.Thread):
                 self.count += 1
 
 
-def kill_everything(server):
-    """SIGKILL the supervisor and every process it started, all at once: nothing shuts down cleanly."""
-    root = psutil.Process(server.process.pid)
-    processes = [root, *root.children(recursive=True)]
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(processes, timeout=30)
-    server.process.wait(30)
-
 
 @pytest.mark.parametrize("round_trips", [2])
 def test_it_keeps_every_acknowledged_report_across_kill_9(servers, round_trips):
@@ -66,7 +53,7 @@ def test_it_keeps_every_acknowledged_report_across_kill_9(servers, round_trips):
         reporter = Reporter(server.url)
         reporter.start()
         wait_for(lambda: reporter.count >= 300, timeout_s=120, message="a stream of acknowledged reports")
-        kill_everything(server)
+        server.kill_everything()
         reporter.stop.set()
         reporter.join(30)
         acknowledged.update(reporter.acknowledged)
