@@ -101,7 +101,6 @@ def lost_of(server, acknowledged):
     return {i: seq for i, seq in acknowledged.items() if (stored.get(i) or 0) < seq}
 
 
-
 def kill_runs(workdir, runs, seconds):
     server = LiveServer(workdir, roles="proxy", env=ENV).start()
     try:

@@ -42,7 +42,6 @@ class Reporter(threading.Thread):
                 self.count += 1
 
 
-
 @pytest.mark.parametrize("round_trips", [2])
 def test_it_keeps_every_acknowledged_report_across_kill_9(servers, round_trips):
     server = servers(roles="proxy", env=LIVE_ENV).start()
