@@ -33,8 +33,14 @@ class NulCharacterMiddleware:
         query = request.META.get("QUERY_STRING", "")
         if ("%00" in query or NUL in query) and (field := nul_field(request.GET)):
             return nul_refused(field)
-        if request.content_type in FORM_TYPES and (field := nul_field(request.POST)):
-            return nul_refused(field)
+        if request.content_type in FORM_TYPES:
+            # The body read first, so it stays readable: parsing a multipart
+            # form straight from the stream would leave request.body unreadable
+            # for a view that reads it raw (the hot path's), a 500. The size
+            # limit above has already refused a body too large to hold.
+            request.body  # noqa: B018 - read for its side effect, the cached body
+            if field := nul_field(request.POST):
+                return nul_refused(field)
         if request.META.get("HTTP_COOKIE"):  # a quoted cookie may spell NUL as \000
             for name in [name for name, value in request.COOKIES.items() if NUL in name or NUL in value]:
                 del request.COOKIES[name]
