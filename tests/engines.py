@@ -26,6 +26,10 @@ from tests.live import ChildProcess, free_port, wait_for
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL_CONFIG = ROOT / "tests" / "data" / "engines" / "tiny-llama" / "config.json"
 VLLM_PYTHON_ENV = "FLEETWATCH_VLLM_PYTHON"
+# Tokens of a completion that outlasts any test's wait: at the few hundred
+# tokens a second this tiny model makes on two cores, over a minute each
+# (1,500 finished within the ten seconds a test can take on an idle machine).
+LONG_COMPLETION = 12_000
 SERVED_MODEL = "tiny"
 MAX_NUM_SEQS = 4
 
@@ -69,7 +73,8 @@ class VllmServer(ChildProcess):
         return [
             self.python, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir), "--load-format", "dummy", "--skip-tokenizer-init",
-            "--max-model-len", "2048", "--max-num-seqs", str(MAX_NUM_SEQS),
+            # Room for LONG_COMPLETION tokens: a queue held for as long as a test looks.
+            "--max-model-len", "16384", "--max-num-seqs", str(MAX_NUM_SEQS),
             # float32, not the recipe's bfloat16: on a CPU that lists AMX but whose
             # kernel does not grant the process AMX state, vLLM's bfloat16 CPU
             # attention dies of an illegal instruction on the first request
@@ -155,7 +160,8 @@ class CompletionLoad:
     ``{"cancelled": True}`` or ``{"error": repr}``.
     """
 
-    def __init__(self, base_url, count, *, max_tokens=1500, prompt=(1, 5, 9), model=SERVED_MODEL):
+    def __init__(self, base_url, count, *, max_tokens=None, prompt=(1, 5, 9), model=SERVED_MODEL):
+        max_tokens = LONG_COMPLETION if max_tokens is None else max_tokens
         self.url = base_url + "/v1/completions"
         self.count = count
         self.body = {"model": model, "prompt": list(prompt), "max_tokens": max_tokens, "ignore_eos": True}

@@ -61,7 +61,7 @@ def vllm_server(tmp_path_factory):
 @pytest.fixture
 def completion_load(vllm_server):
     """Factory of started ``CompletionLoad``s on the session's vLLM:
-    ``completion_load(12)`` keeps twelve 1500-token completions in flight,
+    ``completion_load(12)`` keeps twelve long completions (``LONG_COMPLETION`` tokens) in flight,
     ``completion_load(6, max_tokens=32)`` six short ones. Afterwards every load
     still running is cancelled and drained, and the engine's queue is awaited
     empty, so the next test finds it idle.

@@ -23,7 +23,7 @@ def test_the_queue_builds_past_max_num_seqs_and_empties_when_clients_go(vllm_ser
     assert vllm_server.queue() == (0, 0)
     finished_before = vllm_server.metrics()["vllm:request_success"]
 
-    # 1500 tokens each: the first four run far longer than the test waits.
+    # LONG_COMPLETION tokens each: the first four run far longer than the test waits.
     load = completion_load(12)
     busy = (MAX_NUM_SEQS, 12 - MAX_NUM_SEQS)
     assert vllm_server.wait_for_queue(lambda running, waiting: (running, waiting) == busy,
