@@ -162,6 +162,9 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
 
     migrate(out, apply_migrations)
     ensure_schedules(roles)
+    # Asked now, while up still talks to the database it just migrated: once
+    # "is up" is printed the database may come and go without stopping up.
+    hint = login_hint()
     if not settings.FLEETWATCH_AUTH:
         log.warning("FLEETWATCH_AUTH is off: anyone who can reach port %s may write to this control plane", port)
 
@@ -188,7 +191,6 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
     if "proxy" in roles:
         out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-    hint = login_hint()
     if hint:
         out.write(hint)
     out.flush()
