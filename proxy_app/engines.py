@@ -83,6 +83,22 @@ def engine_columns(snapshot, snapshot_ts_ms):
     }
 
 
+def figures_by_model(engines):
+    """``{model: figures}`` of a snapshot's ``ok`` engines, read as ``engine_columns`` reads them, for
+    ``/metrics``: the engines of one model (data parallel) summed, KV usage and TTFT the worst; "" for
+    engines that name no model."""
+    groups = {}
+    for engine in engines if isinstance(engines, list) else ():
+        if isinstance(engine, dict) and _status(engine) == OK:
+            groups.setdefault(text(engine.get("model"), MODEL_LENGTH) or "", []).append(engine)
+    return {model: {
+        "requests_waiting": _sum(_count(engine.get("requests_waiting")) for engine in listed),
+        "requests_running": _sum(_count(engine.get("requests_running")) for engine in listed),
+        "kv_cache_usage_ratio": _max(_ratio(engine.get("kv_cache_usage_ratio")) for engine in listed),
+        "ttft_p95_s": _max(_nonnegative(engine.get("ttft_p95_s")) for engine in listed),
+    } for model, listed in groups.items()}
+
+
 def _nonnegative(value):
     value = number(value)
     return value if value is not None and value >= 0 else None

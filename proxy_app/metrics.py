@@ -22,6 +22,7 @@ from controlplane.endpoints.liveness import Status
 from controlplane.figures import finite
 from controlplane.ops.pool_metrics import PoolFamilies
 from proxy_app import pool
+from proxy_app.engines import figures_by_model
 from proxy_app.history import latest_pool_resource
 from proxy_app.host_metrics import HostFamilies
 from proxy_app.models import Instance, InstanceResource, PoolResource, SchedulerLinkState
@@ -138,33 +139,13 @@ class EngineFamilies:
                            "95th percentile time to first token over the agent's window.", labels)
 
     def add(self, instance_id, engines):
-        models = {}
-        for engine in engines if isinstance(engines, list) else ():
-            if not isinstance(engine, dict) or engine.get("status") != "ok":
-                continue
-            model = engine.get("model") if isinstance(engine.get("model"), str) else ""
-            models.setdefault(model, []).append(engine)
-        for model, listed in models.items():
-            _add([instance_id, model], (self.waiting, _total(listed, "requests_waiting")),
-                 (self.running, _total(listed, "requests_running")),
-                 (self.kv, _worst(listed, "kv_cache_usage_ratio")), (self.ttft, _worst(listed, "ttft_p95_s")))
+        for model, figures in figures_by_model(engines).items():
+            _add([instance_id, model], (self.waiting, figures["requests_waiting"]),
+                 (self.running, figures["requests_running"]), (self.kv, figures["kv_cache_usage_ratio"]),
+                 (self.ttft, figures["ttft_p95_s"]))
 
     def families(self):
         return self.waiting, self.running, self.kv, self.ttft
-
-
-def _figures(engines, name):
-    return [value for value in (finite(engine.get(name)) for engine in engines) if value is not None]
-
-
-def _total(engines, name):
-    values = _figures(engines, name)
-    return sum(values) if values else None
-
-
-def _worst(engines, name):
-    values = _figures(engines, name)
-    return max(values) if values else None
 
 
 def _snapshot(raw):
