@@ -112,16 +112,20 @@ class Router:
         self.feedback_failures = 0
         self._tasks = set()
 
+    async def read_list(self):
+        """A client-side policy's view of the pool: one read of the list (the last one kept on failure)."""
+        try:
+            async with self.session.get(self.base + LIST_PATH) as response:
+                rows = orjson.loads(await response.read()) if response.status == 200 else None
+            self.client.update(routing.routable(rows, self.fleet_ids))
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+            pass  # keep routing over the last list read
+
     async def refresh(self):
-        """A client-side policy's view of the pool: the list, re-read every ``LIST_REFRESH_S``."""
+        """Re-read the list every ``LIST_REFRESH_S`` (after a first read the caller awaited)."""
         while True:
-            try:
-                async with self.session.get(self.base + LIST_PATH) as response:
-                    rows = orjson.loads(await response.read()) if response.status == 200 else None
-                self.client.update(routing.routable(rows, self.fleet_ids))
-            except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-                pass  # keep routing over the last list read
             await asyncio.sleep(routing.LIST_REFRESH_S)
+            await self.read_list()
 
     async def route(self, prompt_tokens, output_tokens):
         """``(action, instance_id)`` for one request (``routing.SEND`` with an id, or why not)."""
@@ -190,20 +194,24 @@ class PolicyRun:
         self.score = PolicyScore()
         self.failed_since = {}  # instance id -> when it failed (s from the start of the traffic)
         self.warm_up_s = None
+        self._endings = set()  # requests past their first token, generating: watched for the in-flight counts
 
     async def run(self):
         loop = asyncio.get_running_loop()
         fleet = loop.create_task(self.driver.run())
         ticker = loop.create_task(self._tick())
-        refresher = loop.create_task(self.router.refresh()) if self.router.client is not None else None
+        refresher = None
         try:
             started = loop.time()
             await self._warm_up(fleet)
             self.warm_up_s = loop.time() - started
+            if self.router.client is not None:
+                await self.router.read_list()
+                refresher = loop.create_task(self.router.refresh())
             await self._traffic(loop)
             await self.router.drain()
         finally:
-            for task in (ticker, refresher):
+            for task in (ticker, refresher, *self._endings):
                 if task is not None:
                     task.cancel()
             self.driver.request_stop()
@@ -299,6 +307,7 @@ class PolicyRun:
 
         request = RoutedRequest(prompt, output, changed)
         self.router.started(instance_id)
+        generating = False
         try:
             if not self.hosts[instance_id].engine.submit(request, wall_ms()):
                 score.errors += 1  # connection refused: nothing listens there
@@ -319,6 +328,17 @@ class PolicyRun:
             await asyncio.sleep(max(0.0, (first_token_ms - wall_ms()) / 1000.0))
             score.served((first_token_ms - arrived_ms) / 1000.0)
             self.router.feedback(instance_id, "ok", 200)
+            generating = True
+            ending = loop.create_task(self._ending(done, instance_id))
+            self._endings.add(ending)
+            ending.add_done_callback(self._endings.discard)
+        finally:
+            if not generating:
+                self.router.finished(instance_id)
+
+    async def _ending(self, done, instance_id):
+        """A request generating after its first token: in flight (to its client) until its last one."""
+        try:
             await done
         finally:
             self.router.finished(instance_id)

@@ -197,6 +197,7 @@ def verdicts(routing):
         row = routing.get(name)
         return None if row is None else row["ttft_p90_s"]
 
+
     def ratio_at_most(name, limit):
         ours, theirs = p90("placement"), p90(name)
         if ours is None or theirs is None:
@@ -204,6 +205,8 @@ def verdicts(routing):
         return ours <= limit * theirs
 
     placement = routing.get("placement")
+    if placement is not None and not placement["served"]:
+        placement = None  # nothing was placed: nothing to judge
     return {
         "placement_p90_le_0.7_round_robin": ratio_at_most("round-robin", 0.7),
         "placement_p90_le_0.9_least_inflight": ratio_at_most("least-inflight", 0.9),
