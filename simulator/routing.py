@@ -5,7 +5,10 @@ Three policies are a client's own, over the instance list it last read
 client-side balancer re-reads its upstreams): the instances whose status is
 ``alive``. What a client cannot see from the list (an engine that died
 while its agent still reports, a slow or saturated one, a GPU in error) it
-does not avoid.
+does not avoid, but it learns from its own failures as nginx does by
+default: a refused connection is tried again on another instance
+(``proxy_next_upstream error``), and an instance that failed a request is
+left out for ``FAIL_TIMEOUT_S`` (``max_fails=1 fail_timeout=10s``).
 
 - ``round-robin``: the next instance in turn.
 - ``least-inflight``: the instance with the fewest of this client's own
@@ -14,8 +17,9 @@ does not avoid.
 - ``random``: one at random (seeded).
 
 The fourth, ``placement``, asks the Proxy (``POST /v1/placement``, SPEC
-14.1) and takes the first candidate of its answer; ``placement_choice``
-reads that answer.
+14.1) and takes the first candidate of its answer (``placement_choice``
+reads it); a refused request is asked again with that instance in
+``exclude``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ LEAST_INFLIGHT = "least-inflight"
 RANDOM = "random"
 POLICIES = (PLACEMENT, ROUND_ROBIN, LEAST_INFLIGHT, RANDOM)
 LIST_REFRESH_S = 5.0
+FAIL_TIMEOUT_S = 10.0  # nginx's default fail_timeout
+MAX_ATTEMPTS = 3  # a refused request is tried on up to this many instances
 
 # What the router does with a request, from the Proxy's verdict (SPEC 14.1).
 SEND, SHED, UNAVAILABLE, ROUTE_ERROR = "send", "shed", "unavailable", "route_error"
@@ -68,6 +74,7 @@ class ClientPolicy:
     def __init__(self, seed=0):
         self.instances = []
         self.inflight = {}
+        self.down_until = {}  # instance id -> until when (s) it is left out after a failure
         self.rng = Random(f"fleetwatch-routing-{self.name}:{seed}")
         self.turn = 0
 
@@ -81,7 +88,16 @@ class ClientPolicy:
     def finished(self, instance_id):
         self.inflight[instance_id] -= 1
 
-    def choose(self):
+    def failed(self, instance_id, now_s):
+        """A request to ``instance_id`` failed at ``now_s``: leave it out for ``FAIL_TIMEOUT_S``."""
+        self.down_until[instance_id] = now_s + FAIL_TIMEOUT_S
+
+    def candidates(self, now_s, exclude=()):
+        """The instances to choose among: the listed ones not left out (all listed ones if every one is)."""
+        up = [i for i in self.instances if i not in exclude and self.down_until.get(i, 0.0) <= now_s]
+        return up or [i for i in self.instances if i not in exclude]
+
+    def choose(self, now_s, exclude=()):
         """The instance id the next request goes to, or None when the list has none."""
         raise NotImplementedError
 
@@ -89,18 +105,19 @@ class ClientPolicy:
 class RoundRobin(ClientPolicy):
     name = ROUND_ROBIN
 
-    def choose(self):
-        if not self.instances:
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
+        if not instances:
             return None
         self.turn += 1
-        return self.instances[(self.turn - 1) % len(self.instances)]
+        return instances[(self.turn - 1) % len(instances)]
 
 
 class LeastInflight(ClientPolicy):
     name = LEAST_INFLIGHT
 
-    def choose(self):
-        instances = self.instances
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
         if not instances:
             return None
         count = len(instances)
@@ -112,8 +129,9 @@ class LeastInflight(ClientPolicy):
 class RandomChoice(ClientPolicy):
     name = RANDOM
 
-    def choose(self):
-        return self.rng.choice(self.instances) if self.instances else None
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
+        return self.rng.choice(instances) if instances else None
 
 
 CLIENT_POLICIES = {policy.name: policy for policy in (RoundRobin, LeastInflight, RandomChoice)}

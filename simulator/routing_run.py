@@ -17,9 +17,13 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
 4. When every request has its first token or its outcome, the fleet
    unregisters; the next policy starts.
 
-The placement policy reports every outcome to ``POST /v1/placement/feedback``
-(``ok`` at the first token, ``error`` when the engine refused or dropped
-the request, ``timeout`` when no first token came in time).
+Every policy tries a refused request again elsewhere (up to
+``routing.MAX_ATTEMPTS`` instances: nothing was sent, so nothing is
+repeated); a request the engine dropped after taking it is failed. The
+placement policy reports every outcome to ``POST /v1/placement/feedback``
+(``ok`` at the first token, ``refused``, ``error`` when the engine died
+holding the request, ``timeout`` when no first token came in time); the
+client-side ones leave a failed instance out for ``routing.FAIL_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -127,13 +131,16 @@ class Router:
             await asyncio.sleep(routing.LIST_REFRESH_S)
             await self.read_list()
 
-    async def route(self, prompt_tokens, output_tokens):
-        """``(action, instance_id)`` for one request (``routing.SEND`` with an id, or why not)."""
+    async def route(self, prompt_tokens, output_tokens, now_s, exclude=()):
+        """``(action, instance_id)`` for one request (``routing.SEND`` with an id, or why not), not to
+        the instances of ``exclude`` (the ones that refused it)."""
         if self.client is not None:
-            instance_id = self.client.choose()
+            instance_id = self.client.choose(now_s, exclude)
             return (routing.SEND, instance_id) if instance_id is not None else (routing.UNAVAILABLE, None)
         body = {"model": MODEL, "prompt_tokens": prompt_tokens, "max_tokens": output_tokens,
                 "count": self.config.placement_count}
+        if exclude:
+            body["exclude"] = list(exclude)
         started = time.perf_counter()
         try:
             async with self.session.post(self.base + PLACEMENT_PATH, data=orjson.dumps(body)) as response:
@@ -156,9 +163,13 @@ class Router:
         if self.client is not None:
             self.client.finished(instance_id)
 
-    def feedback(self, instance_id, outcome, status_code):
-        """Placement only: tell the Proxy how the request went, without holding the request up."""
-        if self.client is None:
+    def feedback(self, instance_id, outcome, status_code, now_s):
+        """How the request went: the client-side policies leave a failed instance out a while; placement
+        tells the Proxy, without holding the request up."""
+        if self.client is not None:
+            if outcome != "ok":
+                self.client.failed(instance_id, now_s)
+        else:
             task = asyncio.get_running_loop().create_task(self._feedback(instance_id, outcome, status_code))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -277,21 +288,32 @@ class PolicyRun:
         self.failed_since[instance_id] = asyncio.get_running_loop().time() - self.t0
 
     async def _request(self, at_s, prompt, output):
-        """One request: routed, sent, its first token awaited (or its failure), then its end."""
+        """One request: routed (again, elsewhere, when refused), sent, its first token awaited, its end."""
         loop, score = asyncio.get_running_loop(), self.score
         arrived_ms = wall_ms() - (loop.time() - self.t0 - at_s) * 1000.0  # the arrival as scheduled
         score.requests += 1
-        action, instance_id = await self.router.route(prompt, output)
-        if action == routing.SHED:
-            score.shed += 1
-            return
-        if action == routing.UNAVAILABLE:
-            score.unavailable += 1
-            return
-        if action == routing.ROUTE_ERROR:
-            score.route_errors += 1
-            return
-        score.sent(loop.time() - self.t0, self.failed_since.get(instance_id))
+        refused = []
+        while len(refused) < routing.MAX_ATTEMPTS:
+            action, instance_id = await self.router.route(prompt, output, loop.time() - self.t0, refused)
+            if action == routing.SHED:
+                score.shed += 1
+                return
+            if action == routing.UNAVAILABLE:
+                score.unavailable += 1
+                return
+            if action == routing.ROUTE_ERROR:
+                score.route_errors += 1
+                return
+            if await self._send(instance_id, prompt, output, arrived_ms):
+                return
+            refused.append(instance_id)  # connection refused: nothing was sent, so it may go elsewhere
+        score.errors += 1
+
+    async def _send(self, instance_id, prompt, output, arrived_ms):
+        """One attempt at ``instance_id``: False when it refused the connection (the caller tries again)."""
+        loop, score = asyncio.get_running_loop(), self.score
+        now_s = loop.time() - self.t0
+        score.sent(now_s, self.failed_since.get(instance_id))
         first, done = loop.create_future(), loop.create_future()
 
         def changed(request):
@@ -310,28 +332,28 @@ class PolicyRun:
         generating = False
         try:
             if not self.hosts[instance_id].engine.submit(request, wall_ms()):
-                score.errors += 1  # connection refused: nothing listens there
-                self.router.feedback(instance_id, "error", None)
-                return
+                self.router.feedback(instance_id, "refused", None, now_s)
+                return False
             left_s = self.workload.ttft_timeout_s - (wall_ms() - arrived_ms) / 1000.0
             try:
                 first_token_ms = await asyncio.wait_for(asyncio.shield(first), max(0.0, left_s))
             except TimeoutError:
                 request.abandoned = True
                 score.timeouts += 1
-                self.router.feedback(instance_id, "timeout", None)
-                return
+                self.router.feedback(instance_id, "timeout", None, loop.time() - self.t0)
+                return True
             if first_token_ms is None:
-                score.errors += 1  # the server died holding it: the stream broke
-                self.router.feedback(instance_id, "error", 502)
-                return
+                score.errors += 1  # the server died holding it: the stream broke after it was sent
+                self.router.feedback(instance_id, "error", 502, loop.time() - self.t0)
+                return True
             await asyncio.sleep(max(0.0, (first_token_ms - wall_ms()) / 1000.0))
             score.served((first_token_ms - arrived_ms) / 1000.0)
-            self.router.feedback(instance_id, "ok", 200)
+            self.router.feedback(instance_id, "ok", 200, loop.time() - self.t0)
             generating = True
             ending = loop.create_task(self._ending(done, instance_id))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
+            return True
         finally:
             if not generating:
                 self.router.finished(instance_id)

@@ -158,7 +158,7 @@ def test_round_robin_takes_the_instances_in_turn():
     policy = routing.RoundRobin()
     policy.update(["a", "b", "c"])
 
-    assert [policy.choose() for _ in range(5)] == ["a", "b", "c", "a", "b"]
+    assert [policy.choose(0.0) for _ in range(5)] == ["a", "b", "c", "a", "b"]
 
 
 def test_least_inflight_takes_the_fewest_in_flight_and_ties_in_turn():
@@ -168,12 +168,12 @@ def test_least_inflight_takes_the_fewest_in_flight_and_ties_in_turn():
     policy.started("a")
     policy.started("b")
 
-    assert policy.choose() == "c"
+    assert policy.choose(0.0) == "c"
     policy.started("c")
-    assert policy.choose() in {"b", "c"}
+    assert policy.choose(0.0) in {"b", "c"}
     policy.finished("a")
     policy.finished("a")
-    assert policy.choose() == "a"
+    assert policy.choose(0.0) == "a"
 
 
 def test_random_is_seeded_and_a_policy_with_no_instances_has_no_choice():
@@ -181,8 +181,21 @@ def test_random_is_seeded_and_a_policy_with_no_instances_has_no_choice():
     one.update(["a", "b", "c"])
     two.update(["a", "b", "c"])
 
-    assert [one.choose() for _ in range(20)] == [two.choose() for _ in range(20)]
-    assert routing.RoundRobin().choose() is None and routing.LeastInflight().choose() is None
+    assert [one.choose(0.0) for _ in range(20)] == [two.choose(0.0) for _ in range(20)]
+    assert routing.RoundRobin().choose(0.0) is None and routing.LeastInflight().choose(0.0) is None
+
+
+@pytest.mark.parametrize("policy", [routing.RoundRobin, routing.LeastInflight, routing.RandomChoice])
+def test_a_client_leaves_out_a_failed_instance_for_the_fail_timeout(policy):
+    client = policy()
+    client.update(["a", "b"])
+    client.failed("a", now_s=5.0)
+
+    assert {client.choose(5.0) for _ in range(10)} == {"b"}
+    assert {client.choose(5.0 + routing.FAIL_TIMEOUT_S) for _ in range(10)} == {"a", "b"}
+    client.failed("b", now_s=6.0)
+    assert client.choose(6.0) in {"a", "b"}  # every one left out: all of them again, as nginx does
+    assert client.choose(20.0, exclude=["a"]) == "b" and client.choose(20.0, exclude=["a", "b"]) is None
 
 
 def test_a_client_routes_over_the_alive_instances_of_its_fleet():
