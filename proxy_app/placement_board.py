@@ -79,7 +79,8 @@ def policy():
 
 
 class LiveBoard:
-    """One per process (``BOARD``); ``decide`` refreshes it when due, answers and counts the placement."""
+    """One per process (``BOARD``); ``decide`` refreshes it when due, answers and counts the placement
+    (unless it is a ``dry_run``: the pool page's "where would a request go" asks without placing)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -90,13 +91,24 @@ class LiveBoard:
         self.read_at = None
         self.full_at = None
 
-    def decide(self, request, now):
+    def decide(self, request, now, dry_run=False):
         with self._lock:
             self._refresh(now)
             decision = self.board.decide(request, policy(), now)
-            if decision.answered:
+            if decision.answered and not dry_run:
                 self.board.placed(decision.answered[0].candidate.instance_id)
         return decision
+
+    def served(self, now):
+        """``(models, adapters)`` served by some instance on the board, sorted: what a page offers to ask for."""
+        with self._lock:
+            self._refresh(now)
+            candidates = [self.board.get(instance_id) for instance_id in self.board.ids()]
+        models, adapters = set(), set()
+        for candidate in candidates:
+            models |= candidate.models
+            adapters |= candidate.adapters
+        return sorted(models), sorted(adapters)
 
     def _due(self, now):
         refresh_s = settings.FLEETWATCH_PLACEMENT_REFRESH_S
