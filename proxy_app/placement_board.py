@@ -99,10 +99,10 @@ class LiveBoard:
                 self.board.placed(decision.answered[0].candidate.instance_id)
         return decision
 
-    def served(self, now):
-        """``(models, adapters)`` served by some instance on the board, sorted: what a page offers to ask for."""
+    def served(self):
+        """``(models, adapters)`` served by some instance on the board as of its last refresh (a ``decide``'s),
+        sorted: what a page offers to ask for."""
         with self._lock:
-            self._refresh(now)
             candidates = [self.board.get(instance_id) for instance_id in self.board.ids()]
         models, adapters = set(), set()
         for candidate in candidates:

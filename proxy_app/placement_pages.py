@@ -90,8 +90,8 @@ def panel_context(query, now):
 def page_context(query, now):
     """The panel as the pool page first draws it: the form's choices (the models and adapters the pool
     serves) and the answer."""
-    models, adapters = BOARD.served(now)
-    context = panel_context(query, now)
+    context = panel_context(query, now)  # refreshes the board when due: served() reads it as it is
+    models, adapters = BOARD.served()
     chosen = context["form"]["model"]
     return {"placement": {**context, "models": models if not chosen or chosen in models else [chosen, *models],
                           "adapters": adapters, "count_choices": COUNT_CHOICES}}
