@@ -96,6 +96,10 @@ class Candidate:
     gpu_util: float | None = None  # 0-100
     pending: int = 0  # placed here since its latest report
 
+    @property
+    def key(self):
+        return self.instance_id
+
 
 @dataclasses.dataclass(frozen=True)
 class Request:
