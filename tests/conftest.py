@@ -79,6 +79,7 @@ def fresh_process_state(settings):
 
     from proxy_app import fences
     from proxy_app.placement_board import BOARD
+    from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     from controlplane.api import ratelimit
     from controlplane.api.auth import TOKEN_CACHE
@@ -90,6 +91,7 @@ def fresh_process_state(settings):
     TOKEN_CACHE.clear()
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
     BOARD.reset()
+    POOL_BOARD.reset()
     fences.forget_sweeps()
     yield
 
