@@ -17,8 +17,9 @@ ENGINE_SOURCE = "agent_engine_scrape"
 
 ENGINE_FIELDS = (
     "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
-    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms",
+    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms", "engine_loras",
 )
+MAX_LORAS = 64
 NO_ENGINES = dict.fromkeys(ENGINE_FIELDS)
 
 
@@ -80,7 +81,21 @@ def engine_columns(snapshot, snapshot_ts_ms):
         "kv_cache_capacity_tokens": _sum(_count(engine.get("kv_cache_capacity_tokens")) for engine in ok),
         "ttft_p95_s": _max(_nonnegative(engine.get("ttft_p95_s")) for engine in ok),
         "engine_sample_age_ms": age,
+        "engine_loras": _running_loras(ok),
     }
+
+
+def _running_loras(engines):
+    """Sorted, distinct names of the LoRA adapters the ``ok`` engines run (``lora.running``), at most ``MAX_LORAS``."""
+    names = set()
+    for engine in engines:
+        lora = engine.get("lora")
+        running = lora.get("running") if isinstance(lora, dict) else None
+        for name in running if isinstance(running, list) else ():
+            name = text(name, MODEL_LENGTH)
+            if name:
+                names.add(name)
+    return sorted(names)[:MAX_LORAS]
 
 
 def figures_by_model(engines):

@@ -70,11 +70,12 @@ def _snapshot_sql(vendor):
 
 def _upsert_values(columns):
     # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are, and one list: the engines' model names,
-    # kept as JSON text.
-    models = columns["engine_models"]
+    # every driver takes as they are, and two lists: the engines' model names and
+    # running LoRAs, kept as JSON text.
+    models, loras = columns["engine_models"], columns["engine_loras"]
     values = {**columns, "has_raw_resource": bool(columns["raw_resource"]),
-              "engine_models": None if models is None else orjson.dumps(models).decode()}
+              "engine_models": None if models is None else orjson.dumps(models).decode(),
+              "engine_loras": None if loras is None else orjson.dumps(loras).decode()}
     return [values[name] for name in UPSERT_COLUMNS[1:]]
 
 

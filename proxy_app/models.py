@@ -32,6 +32,14 @@ class Instance(RegisteredEndpoint):
     # The canonical form of the typed capabilities (SPEC 3.2) and its fingerprint.
     capabilities = models.JSONField(null=True, blank=True)
     capability_fingerprint = models.CharField(max_length=71, null=True, blank=True)
+    # Fencing (SPEC 14.2, ``proxy_app.fencing``): kept out of placement until it recovers.
+    fenced = models.BooleanField(default=False)
+    fence_reason = models.CharField(max_length=64, null=True, blank=True)
+    fence_errors = models.IntegerField(default=0, help_text="Consecutive non-ok router outcomes.")
+    fence_quiet_since = models.FloatField(null=True, blank=True, help_text="While fenced: clean since (epoch s).")
+    had_ok_engine = models.BooleanField(default=False, help_text="Some report showed an ok engine.")
+    fence_changed_at = models.FloatField(null=True, blank=True, db_index=True,
+                                         help_text="Epoch seconds of the last change of the fence state.")
 
     status_change_model = InstanceStatusChange
     ttl_setting = "FLEETWATCH_INSTANCE_TTL_S"
@@ -119,6 +127,8 @@ class InstanceResource(models.Model):
     kv_cache_capacity_tokens = models.BigIntegerField(null=True, blank=True)
     ttft_p95_s = models.FloatField(null=True, blank=True)
     engine_sample_age_ms = models.BigIntegerField(null=True, blank=True)
+    engine_loras = JSONTextField(null=True, blank=True, help_text="Running LoRA adapters of the ok engines (JSON list).")
+    gpu_error_count = models.IntegerField(null=True, blank=True, help_text="GPUs whose health is error.")
     # An agent's word: stored lower-cased as sent, so an unknown state is
     # kept rather than refused; the known ones are the Admission choices.
     admission_state = models.CharField(

@@ -112,7 +112,14 @@ def _gpu_columns(devices, snapshot_ts_ms):
         # and how many rows gave a usable sample.
         "gpu_sample_count_min": min(valid_counts) if valid_counts else None,
         "gpu_sample_coverage": _coverage(gpus, valid),
+        # Placement and fencing read it (SPEC 14): GPUs whose health the agent reports as error.
+        "gpu_error_count": sum(1 for g in gpus if _health(g) == "error") if listed else None,
     }
+
+
+def _health(gpu):
+    health = text(gpu.get("health"), 32)
+    return health.lower() if health else None
 
 
 def _bounded(value):
@@ -180,10 +187,10 @@ RESOURCE_FIELDS = (
     "cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_mb", "memory_free_ratio",
     "gpu_count", "gpu_util_avg", "gpu_util_current", "gpu_util_max", "gpu_sample_count",
     "gpu_sample_age_ms", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_window_ms",
-    "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_sample_count_min", "gpu_sample_coverage",
+    "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_sample_count_min", "gpu_sample_coverage", "gpu_error_count",
     "network_rx_mbps", "network_tx_mbps",
     "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
-    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms",
+    "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms", "engine_loras",
     "admission_state", "resource_ts_ms", "resource_reported_at", "resource_report_monotonic_ms",
     "resource_report_wall_time_ms", "reported_instance_id", "agent_snapshot_timestamp_ms",
     "report_seq",

@@ -1,9 +1,11 @@
-"""Where a request should go, and whether the pool should take it now (SPEC 14.1): a pure function.
+"""Where a request should go, and whether the pool should take it now (SPEC 14.1): pure, no database, no clock.
 
-Plain rows in (``Candidate``, one per instance), ranked candidates and a
-verdict out; nothing here touches the database or the clock, so every rule
-is tested with plain values (``tests/proxy/test_placement_decision.py``) and
-the worked examples of ``docs/placement.md`` are those tests. Steps:
+What placement knows of each instance is a ``Candidate``; a ``Board`` holds
+them as columns (one numpy array per field, one slot per instance), so a
+decision over 10,000 instances is a few vector operations, not a walk of
+the fleet in Python. ``Board.decide(request, policy, now)`` answers; the
+plain ``decide(candidates, …)`` builds a board and asks it (the tests and
+the worked examples of ``docs/placement.md`` use it). Steps:
 
 1. **Eligibility**, each rule in turn; the first that fails names the
    instance's exclusion (``excluded`` counts them per rule): ``excluded``
@@ -18,25 +20,34 @@ the worked examples of ``docs/placement.md`` are those tests. Steps:
    ``max((waiting + pending) / W, kv_usage / K)``; without one, its GPU
    utilisation ÷ 100 (plus ``pending / W``), ranked after every instance
    with an engine signal; with neither, no pressure, ranked last.
-   ``pending`` counts requests this Proxy placed there that no report shows
-   yet, so equal instances do not all get the next second's requests.
-3. **Ranking**: signal tier, pressure, running requests, signal age, then
-   a hash of the instance id (deterministic for the same state and body).
-   With a ``session_key``, the instance that rendezvous hashing picks for
-   the key among the eligible ones with pressure < 1 goes first
-   (``affinity_pick``).
+   ``pending`` counts requests this board placed there since the
+   instance's latest report, so equal instances do not all get the next
+   second's requests.
+3. **Ranking**: signal tier, pressure (to 10⁻⁶), running requests (to
+   1,023), signal age (to 10 ms, up to 655 s), then a hash of the instance
+   id, then the id: deterministic for the same state and body. With a
+   ``session_key``, the instance that rendezvous hashing picks for the key
+   among the eligible ones with pressure < 1 goes first (bounded-load
+   affinity: a key keeps its instance while that one stays eligible and
+   unsaturated, and keys spread evenly over equal instances).
 4. **Verdict**: ``accept`` when some eligible instance has pressure < 1 (or
-   none known), ``shed`` when every one is at or over ``shed_pressure``,
-   ``queue`` otherwise, ``unavailable`` when none is eligible.
+   no known pressure), ``shed`` when every one is at or over
+   ``shed_pressure``, ``queue`` otherwise, ``unavailable`` when none is
+   eligible.
 """
 
 import dataclasses
 import enum
 import hashlib
 
-from controlplane.endpoints import liveness
+import numpy as np
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
+# The ranking key's fields, packed into one int64 (most significant first).
+PRESSURE_BITS, RUNNING_BITS, AGE_BITS = 35, 10, 16
+MAX_PRESSURE_MICROS = (1 << PRESSURE_BITS) - 1
+MAX_RUNNING = (1 << RUNNING_BITS) - 1
+MAX_AGE_CENTIS = (1 << AGE_BITS) - 1
 
 
 class Verdict(enum.Enum):
@@ -83,7 +94,7 @@ class Candidate:
     requests_running: int | None = None
     kv_cache_usage_ratio: float | None = None
     gpu_util: float | None = None  # 0-100
-    pending: int = 0  # placed here by this Proxy since its latest report
+    pending: int = 0  # placed here since its latest report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,127 +134,278 @@ class Decision:
     considered: int
     eligible: int
     excluded: dict
-    ranked: list  # every eligible instance, best first (``count`` of them are answered)
+    ranked: list  # the best ``request.count`` eligible instances, best first
 
-
-def _first_failed_rule(candidate, request, policy, now):
-    if candidate.instance_id in request.exclude:
-        return Rule.EXCLUDED
-    if liveness.status_at(candidate.last_seen_at, now, policy.ttl_s, policy.heartbeat_interval_s) \
-            is liveness.Status.STALE:
-        return Rule.STALE
-    if candidate.fenced:
-        return Rule.FENCED
-    if candidate.admission_state == "rejecting":
-        return Rule.REJECTING
-    if candidate.gpu_error:
-        return Rule.GPU_ERROR
-    if request.model is not None and request.model not in candidate.models:
-        return Rule.MODEL
-    if request.adapter is not None and request.adapter not in candidate.adapters:
-        return Rule.ADAPTER
-    if candidate.reported_at is None or now - candidate.reported_at > policy.max_age_s:
-        return Rule.SIGNAL_STALE
-    return None
-
-
-def pressure_of(candidate, policy):
-    """``(tier, pressure, reasons)``: how loaded an instance is, and from which signal
-    (rounded to 6 decimals, so 0.6 / 0.8 reads 0.75 in answers and ties are ties)."""
-    queued = candidate.pending / policy.waiting_scale
-    if candidate.engine_ok and (candidate.requests_waiting is not None or candidate.kv_cache_usage_ratio is not None):
-        waiting = ((candidate.requests_waiting or 0) + candidate.pending) / policy.waiting_scale
-        kv = (candidate.kv_cache_usage_ratio or 0.0) / policy.kv_scale
-        reason = "queue" if waiting >= kv else "kv_cache"
-        return ENGINE_TIER, round(max(waiting, kv), 6), (f"pressure_from_{reason}",)
-    if candidate.gpu_util is not None:
-        return GPU_TIER, round(candidate.gpu_util / 100.0 + queued, 6), ("pressure_from_gpu_util", "no_engine_signal")
-    return NO_SIGNAL_TIER, None, ("no_load_signal",)
-
-
-def _stable_hash(*parts):
-    """A 64-bit hash that is the same in every process (Python's ``hash`` of a str is not)."""
-    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
-
-
-def _rank_key(ranked):
-    candidate = ranked.candidate
-    return (
-        ranked.tier,
-        ranked.pressure if ranked.pressure is not None else 0.0,
-        candidate.requests_running if candidate.requests_running is not None else 0,
-        ranked.signal_age_s if ranked.signal_age_s is not None else float("inf"),
-        _stable_hash(candidate.instance_id),
-        candidate.instance_id,
-    )
-
-
-def affinity_pick(session_key, ranked):
-    """The instance a session key sticks to: rendezvous hashing with bounded load.
-
-    Every eligible instance is ordered by the hash of (key, instance id); the
-    first whose pressure is below 1 wins. A key therefore keeps its instance
-    while that instance stays eligible and unsaturated, whatever happens to
-    the others, and moves only to the next in its own order when it fills up.
-    """
-    by_hash = sorted(ranked, key=lambda item: (_stable_hash(session_key, item.candidate.instance_id),
-                                               item.candidate.instance_id), reverse=True)
-    return next((item for item in by_hash if item.pressure is None or item.pressure < 1), None)
-
-
-def _verdict(ranked, policy):
-    pressures = [item.pressure for item in ranked]
-    if any(pressure is None or pressure < 1 for pressure in pressures):
-        return Verdict.ACCEPT
-    if all(pressure >= policy.shed_pressure for pressure in pressures):
-        return Verdict.SHED
-    return Verdict.QUEUE
+    @property
+    def answered(self):
+        """The candidates an answer carries: none when shedding or unavailable."""
+        return [] if self.verdict in (Verdict.SHED, Verdict.UNAVAILABLE) else self.ranked
 
 
 REASONS = {Verdict.ACCEPT: "lowest_pressure", Verdict.QUEUE: "all_saturated",
            Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_instance"}
 
 
-def decide(candidates, request, policy, now):
-    """Rank ``candidates`` for ``request`` at ``now``; see the module's steps."""
-    excluded = {}
-    eligible, signal_stale = [], []
-    for candidate in candidates:
-        rule = _first_failed_rule(candidate, request, policy, now)
-        if rule is None:
-            eligible.append(candidate)
-        elif rule is Rule.SIGNAL_STALE:
-            signal_stale.append(candidate)
+def stable_hash(text):
+    """A 64-bit hash that is the same in every process (Python's ``hash`` of a str is not)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def _mix(values):
+    """splitmix64's finaliser over uint64s: every input bit moves every output bit."""
+    values = values ^ (values >> np.uint64(30))
+    values = values * np.uint64(0xBF58476D1CE4E5B9)
+    values = values ^ (values >> np.uint64(27))
+    values = values * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
+
+
+class Board:
+    """Every instance placement knows of, as columns; slots are reused after ``remove``."""
+
+    def __init__(self, capacity=64):
+        self._slot = {}
+        self._free = []
+        self._candidates = []
+        self._size = 0
+        self._filters = {}  # ("model" | "adapter", name) -> bool array over the slots
+        self._allocate(capacity)
+
+    def _allocate(self, capacity):
+        def grown(name, dtype, fill):
+            column = np.full(capacity, fill, dtype=dtype)
+            if hasattr(self, name):
+                old = getattr(self, name)
+                column[:len(old)] = old
+            setattr(self, name, column)
+
+        grown("present", bool, False)
+        grown("last_seen", np.float64, -np.inf)
+        grown("reported", np.float64, np.nan)
+        grown("fenced", bool, False)
+        grown("rejecting", bool, False)
+        grown("gpu_error", bool, False)
+        grown("tier", np.int64, NO_SIGNAL_TIER)
+        grown("waiting", np.float64, 0.0)
+        grown("kv", np.float64, 0.0)
+        grown("gpu_util", np.float64, 0.0)
+        grown("running", np.int64, 0)
+        grown("pending", np.int64, 0)
+        grown("id_hash", np.uint64, 0)
+        self._filters = {}
+
+    def __len__(self):
+        return len(self._slot)
+
+    def __contains__(self, instance_id):
+        return instance_id in self._slot
+
+    def get(self, instance_id):
+        slot = self._slot.get(instance_id)
+        return None if slot is None else self._candidates[slot]
+
+    def ids(self):
+        return list(self._slot)
+
+    def put(self, candidate):
+        """Add or replace an instance. Its pending count starts again when its report is a newer one."""
+        slot = self._slot.get(candidate.instance_id)
+        old = None
+        if slot is None:
+            slot = self._free.pop() if self._free else self._size
+            if slot == self._size:
+                self._size += 1
+                if self._size > len(self.present):
+                    self._allocate(2 * len(self.present))
+                self._candidates.append(None)
+            self._slot[candidate.instance_id] = slot
+            self.id_hash[slot] = stable_hash(candidate.instance_id)
+            self._filters = {}
         else:
-            excluded[rule.value] = excluded.get(rule.value, 0) + 1
-    fail_open = not eligible and bool(signal_stale)
-    if fail_open:
-        eligible = signal_stale
-    elif signal_stale:
-        excluded[Rule.SIGNAL_STALE.value] = len(signal_stale)
-    ranked = []
-    for candidate in eligible:
-        tier, pressure, reasons = pressure_of(candidate, policy)
-        age = None if candidate.reported_at is None else round(max(0.0, now - candidate.reported_at), 3)
+            old = self._candidates[slot]
+            if old.models != candidate.models or old.adapters != candidate.adapters:
+                self._filters = {}
+        self._candidates[slot] = candidate
+        self.present[slot] = True
+        self.last_seen[slot] = candidate.last_seen_at
+        self.reported[slot] = np.nan if candidate.reported_at is None else candidate.reported_at
+        self.fenced[slot] = candidate.fenced
+        self.rejecting[slot] = candidate.admission_state == "rejecting"
+        self.gpu_error[slot] = candidate.gpu_error
+        engine_signal = candidate.engine_ok and (
+            candidate.requests_waiting is not None or candidate.kv_cache_usage_ratio is not None)
+        self.tier[slot] = ENGINE_TIER if engine_signal else GPU_TIER if candidate.gpu_util is not None \
+            else NO_SIGNAL_TIER
+        self.waiting[slot] = candidate.requests_waiting or 0
+        self.kv[slot] = candidate.kv_cache_usage_ratio or 0.0
+        self.gpu_util[slot] = candidate.gpu_util or 0.0
+        self.running[slot] = candidate.requests_running or 0
+        if old is None or old.reported_at != candidate.reported_at:
+            self.pending[slot] = candidate.pending
+        else:
+            self.pending[slot] = max(int(self.pending[slot]), candidate.pending)
+
+    def remove(self, instance_id):
+        slot = self._slot.pop(instance_id, None)
+        if slot is None:
+            return
+        self._candidates[slot] = None
+        self.present[slot] = False
+        self.pending[slot] = 0
+        self._free.append(slot)
+        self._filters = {}
+
+    def placed(self, instance_id):
+        """A request went to ``instance_id``: count it until that instance's next report."""
+        slot = self._slot.get(instance_id)
+        if slot is not None:
+            self.pending[slot] += 1
+
+    def _filter(self, kind, name):
+        key = (kind, name)
+        mask = self._filters.get(key)
+        if mask is None:
+            mask = np.zeros(self._size, dtype=bool)
+            for slot, candidate in enumerate(self._candidates):
+                if candidate is not None and name in getattr(candidate, kind + "s"):
+                    mask[slot] = True
+            self._filters[key] = mask
+        return mask
+
+    def _eligibility(self, request, policy, now):
+        """(eligible slots, fail_open, excluded counts): step 1."""
+        size = self._size
+        remaining = self.present[:size].copy()
+        excluded = {}
+
+        def drop(rule, failing):
+            failed = remaining & failing
+            count = int(np.count_nonzero(failed))
+            if count:
+                excluded[rule.value] = count
+                remaining[failed] = False
+
+        if request.exclude:
+            asked = np.zeros(size, dtype=bool)
+            asked[[self._slot[i] for i in request.exclude if i in self._slot]] = True
+            drop(Rule.EXCLUDED, asked)
+        drop(Rule.STALE, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        drop(Rule.FENCED, self.fenced[:size])
+        drop(Rule.REJECTING, self.rejecting[:size])
+        drop(Rule.GPU_ERROR, self.gpu_error[:size])
+        if request.model is not None:
+            drop(Rule.MODEL, ~self._filter("model", request.model))
+        if request.adapter is not None:
+            drop(Rule.ADAPTER, ~self._filter("adapter", request.adapter))
+        with np.errstate(invalid="ignore"):
+            fresh = now - self.reported[:size] <= policy.max_age_s
+        eligible = np.flatnonzero(remaining & fresh)
+        signal_stale = np.flatnonzero(remaining & ~fresh)
+        fail_open = not len(eligible) and bool(len(signal_stale))
+        if fail_open:
+            eligible = signal_stale
+        elif len(signal_stale):
+            excluded[Rule.SIGNAL_STALE.value] = len(signal_stale)
+        return eligible, fail_open, dict(sorted(excluded.items()))
+
+    def _pressures(self, slots, policy):
+        """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal."""
+        pending = self.pending[slots]
+        waiting = (self.waiting[slots] + pending) / policy.waiting_scale
+        kv = self.kv[slots] / policy.kv_scale
+        gpu = self.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
+        tier = self.tier[slots]
+        pressure = np.where(tier == ENGINE_TIER, np.maximum(waiting, kv),
+                            np.where(tier == GPU_TIER, gpu, np.nan))
+        return np.round(pressure, 6), waiting >= kv
+
+    def _keys(self, slots, pressure, now):
+        """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""
+        micros = np.clip(np.nan_to_num(np.rint(pressure * 1e6), nan=0.0), 0, MAX_PRESSURE_MICROS).astype(np.int64)
+        running = np.clip(self.running[slots], 0, MAX_RUNNING)
+        with np.errstate(invalid="ignore"):
+            age = np.nan_to_num(np.floor((now - self.reported[slots]) * 100.0), nan=MAX_AGE_CENTIS)
+        age = np.clip(age, 0, MAX_AGE_CENTIS).astype(np.int64)
+        return ((self.tier[slots] << (PRESSURE_BITS + RUNNING_BITS + AGE_BITS))
+                | (micros << (RUNNING_BITS + AGE_BITS)) | (running << AGE_BITS) | age)
+
+    def _best(self, slots, keys, count):
+        """Positions in ``slots`` of the ``count`` best keys, best first (ties by id hash, then id)."""
+        if len(slots) > count:
+            cut = np.partition(keys, count - 1)[count - 1]
+            better = np.flatnonzero(keys < cut)
+            tied = np.flatnonzero(keys == cut)
+            positions = [*better.tolist(), *tied.tolist()] if len(better) + len(tied) <= 4 * count \
+                else [*better.tolist(), *self._by_hash(slots, tied)[:count - len(better)]]
+        else:
+            positions = list(range(len(slots)))
+        positions.sort(key=lambda p: (int(keys[p]), int(self.id_hash[slots[p]]),
+                                      self._candidates[slots[p]].instance_id))
+        return positions[:count]
+
+    def _by_hash(self, slots, positions):
+        return sorted(positions.tolist(), key=lambda p: (int(self.id_hash[slots[p]]),
+                                                         self._candidates[slots[p]].instance_id))
+
+    def _affinity(self, session_key, slots, pressure):
+        """The position in ``slots`` a session key sticks to (rendezvous hashing over the unsaturated), or None."""
+        open_ = np.isnan(pressure) | (pressure < 1)
+        if not open_.any():
+            return None
+        scores = _mix(self.id_hash[slots] ^ np.uint64(stable_hash(session_key)))
+        scores[~open_] = 0
+        best = int(np.argmax(scores))
+        return best if open_[best] else None
+
+    def decide(self, request, policy, now):
+        """Rank the board for ``request`` at ``now``; see the module's steps."""
+        eligible, fail_open, excluded = self._eligibility(request, policy, now)
+        considered = len(self)
+        if not len(eligible):
+            return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [])
+        pressure, from_queue = self._pressures(eligible, policy)
+        keys = self._keys(eligible, pressure, now)
+        best = self._best(eligible, keys, request.count)
+        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, pressure)
+        if sticky is not None:
+            best = [sticky, *(p for p in best if p != sticky)][:request.count]
+        ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky) for p in best]
+        verdict = _verdict(pressure, policy)
+        reason = "fail_open_stale" if fail_open else REASONS[verdict]
+        if verdict is Verdict.ACCEPT and not fail_open and sticky is not None:
+            reason = "session_affinity"
+        return Decision(verdict, reason, considered, len(eligible), excluded, ranked)
+
+    def _ranked(self, slot, pressure, from_queue, now, fail_open, sticky):
+        candidate = self._candidates[slot]
+        tier = int(self.tier[slot])
+        if tier == ENGINE_TIER:
+            reasons = ("pressure_from_queue" if from_queue else "pressure_from_kv_cache",)
+        elif tier == GPU_TIER:
+            reasons = ("pressure_from_gpu_util", "no_engine_signal")
+        else:
+            reasons = ("no_load_signal",)
         if fail_open:
             reasons += ("signal_stale",)
-        ranked.append(Ranked(candidate, tier, pressure, age, reasons))
-    ranked.sort(key=_rank_key)
-    if request.session_key is not None and ranked:
-        sticky = affinity_pick(request.session_key, ranked)
-        if sticky is not None:
-            ranked.remove(sticky)
-            ranked.insert(0, dataclasses.replace(sticky, reasons=sticky.reasons + ("session_affinity",)))
-    verdict = _verdict(ranked, policy) if ranked else Verdict.UNAVAILABLE
-    reason = "fail_open_stale" if fail_open else REASONS[verdict]
-    if verdict is Verdict.ACCEPT and not fail_open and ranked and "session_affinity" in ranked[0].reasons:
-        reason = "session_affinity"
-    return Decision(verdict, reason, len(candidates), len(eligible), dict(sorted(excluded.items())), ranked)
+        if sticky:
+            reasons += ("session_affinity",)
+        reported = candidate.reported_at
+        age = None if reported is None else round(max(0.0, now - reported), 3)
+        return Ranked(candidate, tier, None if np.isnan(pressure) else round(float(pressure), 6), age, reasons)
 
 
-def answered(decision, count):
-    """The candidates an answer carries: the best ``count``, none when shedding or unavailable."""
-    if decision.verdict in (Verdict.SHED, Verdict.UNAVAILABLE):
-        return []
-    return decision.ranked[:count]
+def _verdict(pressure, policy):
+    """Step 4 over every eligible instance's pressure (NaN: none known)."""
+    if np.isnan(pressure).any() or pressure.min() < 1:
+        return Verdict.ACCEPT
+    if pressure.min() >= policy.shed_pressure:
+        return Verdict.SHED
+    return Verdict.QUEUE
+
+
+def decide(candidates, request, policy, now):
+    """Rank ``candidates`` for ``request`` at ``now`` on a board of their own."""
+    board = Board(capacity=max(1, len(candidates)))
+    for candidate in candidates:
+        board.put(candidate)
+    return board.decide(request, policy, now)

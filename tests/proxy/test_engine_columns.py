@@ -27,7 +27,7 @@ def test_it_reads_one_ok_engine():
     assert columns == {
         "engine_count": 1, "engine_ok_count": 1, "engine_status": "ok", "engine_models": ["tiny"],
         "requests_running": 4, "requests_waiting": 8, "kv_cache_usage_ratio": 0.25,
-        "kv_cache_capacity_tokens": 4096, "ttft_p95_s": 0.9, "engine_sample_age_ms": 300,
+        "kv_cache_capacity_tokens": 4096, "ttft_p95_s": 0.9, "engine_sample_age_ms": 300, "engine_loras": [],
     }
 
 
@@ -102,3 +102,10 @@ def test_it_builds_the_pool_engine_section_with_null_where_no_instance_had_an_en
     section = engine_section(totals, [(["tiny"], 2, 9)])
     assert section["requests_waiting_total"] == 9 and isinstance(section["requests_waiting_total"], int)
     assert section["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": 9}]
+
+
+def test_it_lists_the_running_loras_of_the_ok_engines_only():
+    up = engine(lora={"max": 4, "running": ["sql-lora", "chat", "sql-lora"], "waiting": ["later"]})
+    down = engine(status="unreachable", lora={"running": ["ghost"]})
+    odd = engine(lora={"running": "not-a-list"})
+    assert engine_columns({"engines": [up, down, odd]}, TS)["engine_loras"] == ["chat", "sql-lora"]

@@ -116,7 +116,7 @@ def test_it_fits_the_columns_it_computes_from_two_numbers(used, total, free):
 
 
 # A column that is a count of rows the snapshot listed (a measured "none" is 0), or not a number.
-COUNTS_AND_WORDS = {"gpu_count", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_coverage", "admission_state",
+COUNTS_AND_WORDS = {"gpu_count", "gpu_error_count", "gpu_sample_source", "gpu_sample_quality", "gpu_sample_coverage", "admission_state",
                     "reported_instance_id", "resource_reported_at"}
 
 

@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from proxy_app.placement import Candidate, Policy, Request, Verdict, affinity_pick, answered, decide
+from proxy_app.placement import Board, Candidate, Policy, Request, Verdict, decide
 
 NOW = 1_767_225_600.0
 POLICY = Policy(ttl_s=30, heartbeat_interval_s=10, max_age_s=2.0, waiting_scale=5.0, kv_scale=0.8, shed_pressure=2.0)
@@ -124,7 +124,7 @@ def test_it_is_unavailable_when_nothing_is_eligible():
     decision = decide([instance("a", fenced=True)], Request(), POLICY, NOW)
     assert (decision.verdict, decision.reason, decision.verdict.http_status) == (
         Verdict.UNAVAILABLE, "no_eligible_instance", 503)
-    assert answered(decision, 3) == []
+    assert decision.answered == []
     assert decide([], Request(), POLICY, NOW).verdict is Verdict.UNAVAILABLE
 
 
@@ -134,13 +134,13 @@ def test_it_queues_when_every_eligible_instance_is_saturated():
                       Request(), POLICY, NOW)
     assert (decision.verdict, decision.reason, decision.verdict.http_status) == (Verdict.QUEUE, "all_saturated", 200)
     assert order(decision) == ["b", "a"]
-    assert len(answered(decision, 3)) == 2
+    assert len(decision.answered) == 2
 
 
 def test_it_sheds_when_every_eligible_instance_is_over_the_shed_pressure():
     decision = decide([instance("a", requests_waiting=10), instance("b", requests_waiting=40)], Request(), POLICY, NOW)
     assert (decision.verdict, decision.verdict.http_status) == (Verdict.SHED, 429)
-    assert answered(decision, 3) == []
+    assert decision.answered == []
 
 
 def test_it_accepts_while_any_instance_has_no_known_pressure():
@@ -153,7 +153,7 @@ def test_it_accepts_while_any_instance_has_no_known_pressure():
 
 def test_it_answers_the_best_count():
     decision = decide([instance(f"i-{n}", requests_waiting=n) for n in range(6)], Request(count=2), POLICY, NOW)
-    assert [item.candidate.instance_id for item in answered(decision, 2)] == ["i-0", "i-1"]
+    assert [item.candidate.instance_id for item in decision.answered] == ["i-0", "i-1"]
 
 
 def test_it_keeps_a_session_on_its_instance_while_that_one_stays_unsaturated():
@@ -188,5 +188,51 @@ def test_it_spreads_session_keys_evenly_over_equal_instances():
 
 
 def test_it_has_no_affinity_pick_when_everything_is_saturated():
-    ranked = decide([instance("a", requests_waiting=9)], Request(), POLICY, NOW).ranked
-    assert affinity_pick("k", ranked) is None
+    decision = decide([instance("a", requests_waiting=9), instance("b", requests_waiting=6)],
+                      Request(session_key="k"), POLICY, NOW)
+    assert order(decision) == ["b", "a"]
+    assert all("session_affinity" not in item.reasons for item in decision.ranked)
+    assert decision.reason == "all_saturated"
+
+
+def test_a_board_counts_what_it_placed_until_the_next_report():
+    board = Board()
+    for name in ("a", "b", "c"):
+        board.put(instance(name))
+    picks = []
+    for _ in range(6):
+        first = board.decide(Request(count=1), POLICY, NOW).ranked[0].candidate.instance_id
+        board.placed(first)
+        picks.append(first)
+    assert sorted(picks) == ["a", "a", "b", "b", "c", "c"]
+    board.put(instance("a", reported_at=NOW - 0.1))  # a new report: what it shows replaces the count
+    assert board.decide(Request(count=1), POLICY, NOW).ranked[0].candidate.instance_id == "a"
+
+
+def test_a_board_reuses_the_slot_of_a_removed_instance():
+    board = Board(capacity=2)
+    for name in ("a", "b", "c"):
+        board.put(instance(name, requests_waiting=1))
+    board.remove("b")
+    board.put(instance("d", requests_waiting=0))
+    assert len(board) == 3 and "b" not in board
+    ranked = order(board.decide(Request(count=5), POLICY, NOW))
+    assert ranked[0] == "d" and sorted(ranked) == ["a", "c", "d"]
+
+
+def test_it_ranks_ten_thousand_instances_as_a_sort_would():
+    """The packed key and the partial selection give the order a full sort of the documented key gives."""
+    import random
+    rng = random.Random(7)
+    candidates = [instance(f"i-{n}", requests_waiting=rng.choice([0, 0, 1, 2, 7]),
+                           kv_cache_usage_ratio=rng.choice([0.0, 0.25, 0.5]),
+                           requests_running=rng.choice([0, 1, 2]),
+                           reported_at=NOW - rng.choice([0.1, 0.5, 1.0])) for n in range(10_000)]
+    decision = decide(candidates, Request(count=32), POLICY, NOW)
+
+    def key(c):
+        pressure = round(max(c.requests_waiting / 5.0, c.kv_cache_usage_ratio / 0.8), 6)
+        return (pressure, c.requests_running, round(NOW - c.reported_at, 2))
+
+    best = sorted(candidates, key=key)[:32]
+    assert [key(item.candidate) for item in decision.ranked] == [key(c) for c in best]
