@@ -12,6 +12,9 @@ it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
    hosts by default, ~1.8 KB as in the issue's run with ``--gpus 1``, cycling
    over 1,000 instances) against the same server's ``/healthz``, rounds
    alternating; the server's CPU time per request (all its processes);
+   the same ingest through Django alone (``controlplane.wsgi:django_application``, a
+   third server, alternating) against the hot lane ``up`` serves, and against the
+   original's figure estimated from this ``/healthz`` (``ORIGINAL_PER_HEALTHZ``);
 2. heartbeats; ingest with auth off (a second server on the same database,
    alternated with the first); ingest with the series recorder running;
    ingest of snapshots listing ``--engines`` serving engines (SPEC 13)
