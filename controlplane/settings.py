@@ -93,6 +93,14 @@ FLEETWATCH_PROXY_CAPACITY_CONFIGURED = env_str("FLEETWATCH_PROXY_CAPACITY").stri
 # An instance's engine saturation (SPEC 13): min(1, max(waiting / W, kv usage / K)).
 FLEETWATCH_SATURATION_WAITING = env_float("FLEETWATCH_SATURATION_WAITING", 5.0)
 FLEETWATCH_SATURATION_KV = env_float("FLEETWATCH_SATURATION_KV", 0.8)
+# Placement and fencing (SPEC 14, docs/placement.md).
+FLEETWATCH_PLACEMENT_MAX_AGE_S = env_float("FLEETWATCH_PLACEMENT_MAX_AGE_S", 2.0)
+FLEETWATCH_PLACEMENT_SHED_PRESSURE = env_float("FLEETWATCH_PLACEMENT_SHED_PRESSURE", 2.0)
+# How old a web process's placement board may get before a request refreshes it
+# from the rows changed since (0: every request reads the database afresh).
+FLEETWATCH_PLACEMENT_REFRESH_S = env_float("FLEETWATCH_PLACEMENT_REFRESH_S", 0.25)
+FLEETWATCH_FENCE_ERRORS = env_int("FLEETWATCH_FENCE_ERRORS", 3)
+FLEETWATCH_FENCE_RECOVERY_S = env_float("FLEETWATCH_FENCE_RECOVERY_S", 10.0)
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [

@@ -24,7 +24,7 @@ from django.db import close_old_connections, connection, transaction
 from controlplane import clock
 from controlplane.series.history import Series
 from controlplane.series.pool_summary import summary_columns
-from proxy_app import pool
+from proxy_app import fences, pool
 from proxy_app.models import InstanceMinute, InstanceResource, InstanceSample, PoolResource, PoolResourceMinute
 
 log = logging.getLogger("fleetwatch.recorder")
@@ -84,7 +84,9 @@ def latest_pool_resource(max_age_s):
 
 
 def record(now=None):
-    """One tick of the recorder: the pool summary, then the instance series."""
+    """One tick of the recorder: fences (SPEC 14.2), the pool summary, then the instance series."""
+    now = clock.now() if now is None else now
+    fences.sweep(now)
     record_pool(now)
     return record_instances()
 

@@ -14,6 +14,7 @@ import orjson
 from agent.capabilities import full_view
 from controlplane.endpoints import liveness
 from controlplane.series.queries import as_text, raw_rows
+from proxy_app.fences import effective_fence
 from proxy_app.models import Instance
 from proxy_app.normalise import RESOURCE_FIELDS
 
@@ -21,7 +22,7 @@ EMPTY_OBJECT = orjson.Fragment(b"{}")
 COLUMNS = (
     "instance_id", "host", "port", "endpoints_text", "tags_text", "weight", "meta_text", "capabilities_text",
     "capability_fingerprint", "registered_at", "last_seen_at", "inflight", "qps_1m", "gpu_util",
-    "resource__instance_id", *(f"resource__{name}" for name in RESOURCE_FIELDS),
+    "fenced", "fence_reason", "had_ok_engine", "resource__instance_id", *(f"resource__{name}" for name in RESOURCE_FIELDS),
 )
 
 
@@ -42,9 +43,13 @@ def instance_rows(queryset, now):
     ttl_s, interval_s = Instance.ttl_s(), Instance.heartbeat_interval_s()
     rows = []
     for (instance_id, host, port, endpoints, tags, weight, meta, capabilities, fingerprint, registered_at,
-         last_seen_at, inflight, qps_1m, gpu_util, resource_id, *resource) in raw_rows(
-            _with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text")):
+         last_seen_at, inflight, qps_1m, gpu_util, fenced, fence_reason, had_ok_engine, resource_id,
+         *resource) in raw_rows(_with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text")):
         raw = resource.pop()
+        figures = dict(zip(RESOURCE_FIELDS, resource))
+        fenced, fence_reason = effective_fence(
+            bool(fenced), fence_reason, bool(had_ok_engine), figures["engine_count"], figures["engine_ok_count"],
+            figures["engine_status"], figures["gpu_error_count"])
         rows.append({
             "instance_id": instance_id,
             "host": host,
@@ -60,6 +65,8 @@ def instance_rows(queryset, now):
             "capabilities": full_view(orjson.loads(capabilities)) if capabilities else None,
             "capability_fingerprint": fingerprint,
             "load": {"inflight": inflight, "qps_1m": qps_1m, "gpu_util": gpu_util},
+            "fenced": fenced,
+            "fence_reason": fence_reason,
             "resource": _resource(resource_id, resource, raw),
         })
     return rows
@@ -84,6 +91,8 @@ def _resource(resource_id, values, raw):
     if resource_id is None:
         return {**dict.fromkeys(RESOURCE_FIELDS), "raw_resource": EMPTY_OBJECT}
     row = dict(zip(RESOURCE_FIELDS, values))
-    row["engine_models"] = _fragment(row["engine_models"])  # JSON text, spliced in like the snapshot
+    # JSON text, spliced in like the snapshot.
+    row["engine_models"] = _fragment(row["engine_models"])
+    row["engine_loras"] = _fragment(row["engine_loras"])
     row["raw_resource"] = _fragment(raw) or EMPTY_OBJECT
     return row

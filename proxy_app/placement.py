@@ -255,6 +255,10 @@ class Board:
         self._free.append(slot)
         self._filters = {}
 
+    def pending_of(self, instance_id):
+        slot = self._slot.get(instance_id)
+        return 0 if slot is None else int(self.pending[slot])
+
     def placed(self, instance_id):
         """A request went to ``instance_id``: count it until that instance's next report."""
         slot = self._slot.get(instance_id)

@@ -3,9 +3,11 @@
 from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
-from controlplane.api.fields import StrictCharField
+from controlplane.api.fields import StrictCharField, StrictIntegerField
+from controlplane.api.placement import PlacementBodyBase, optional_text
 from controlplane.api.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
+from proxy_app.fencing import OUTCOMES
 
 FINGERPRINT_LENGTH = len("sha256:") + 64
 
@@ -101,3 +103,23 @@ class SnapshotSerializer(serializers.BaseSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return {"instance_id": instance_id, "snapshot": snapshot, "metadata": metadata}
+
+
+# --- placement (SPEC 14) ---------------------------------------------------------------
+
+MAX_COUNT = 32
+SESSION_KEY_LENGTH = 256
+
+
+class PlacementSerializer(PlacementBodyBase):
+    adapter = optional_text(255)
+    prompt_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
+    max_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
+    session_key = optional_text(SESSION_KEY_LENGTH)
+    count = StrictIntegerField(min_value=1, max_value=MAX_COUNT, required=False, default=3)
+
+
+class FeedbackSerializer(serializers.Serializer):
+    instance_id = StrictCharField(max_length=NAME_LENGTH)
+    outcome = serializers.ChoiceField(choices=OUTCOMES)
+    status_code = StrictIntegerField(min_value=100, max_value=599, required=False, allow_null=True, default=None)

@@ -46,7 +46,8 @@ class JsonClient:
     def _auth(self, method, path, extra):
         if not self.with_tokens or "HTTP_AUTHORIZATION" in extra:
             return extra
-        scope = "read" if method == "GET" else "proxy" if path.startswith("/v1/proxy/") else "instance"
+        scope = "read" if method == "GET" else "route" if "placement" in path \
+            else "proxy" if path.startswith("/v1/proxy/") else "instance"
         return {"HTTP_AUTHORIZATION": f"Bearer {self.token(scope)}", **extra}
 
     def post(self, path, body=None, raw=None, **extra):
@@ -85,7 +86,7 @@ def api(client, request):
     api = JsonClient(client)
     if request.node.get_closest_marker("django_db"):
         # Issued before the test body, so no test counts their queries.
-        for scope in ("read", "instance", "proxy"):
+        for scope in ("read", "instance", "proxy", "route"):
             api.token(scope)
     return api
 
@@ -93,8 +94,13 @@ def api(client, request):
 @pytest.fixture(autouse=True)
 def fresh_process_state(settings):
     """Per-process state the server keeps between requests starts empty in every test:
-    the verified-token cache and the rate limiter (on a cache of its own, not under var/)."""
+    the verified-token cache, the rate limiter (on a cache of its own, not under var/), the placement
+    board (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)
+    and the fence sweep's place."""
     from django.core.cache import caches
+
+    from proxy_app import fences
+    from proxy_app.placement_board import BOARD
 
     from controlplane.api import ratelimit
     from controlplane.api.auth import TOKEN_CACHE
@@ -104,6 +110,9 @@ def fresh_process_state(settings):
     caches["ratelimit"].clear()
     ratelimit.COUNTER = ratelimit.WindowCounter()
     TOKEN_CACHE.clear()
+    settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
+    BOARD.reset()
+    fences.forget_sweeps()
     yield
 
 

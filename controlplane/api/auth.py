@@ -9,8 +9,10 @@ Steps, in the order a request meets them (all on ``ControlPlaneViewSet``):
    (``FLEETWATCH_TRUSTED_NETWORKS``) may read and write: old CacheRoute
    clients send none.
 3. A write (POST) needs a token of the endpoint's scope (``instance`` for
-   the Proxy's instance endpoints, ``proxy`` for the Scheduler's); an
-   instance token bound to ids may speak only for those (403 otherwise).
+   the Proxy's instance endpoints, ``proxy`` for the Scheduler's; placement,
+   a read sent as a POST, takes ``route`` or ``read``, its feedback
+   ``route``); an instance token bound to ids may speak only for those (403
+   otherwise).
 4. A read needs any valid token or a logged-in staff user.
 5. ``FLEETWATCH_AUTH=off`` switches all of it off.
 
@@ -105,7 +107,8 @@ def instance_id_of(data):
 
 
 class ScopedAccess(permissions.BasePermission):
-    """Writes need a token of the view's ``write_scope``; reads any token or a staff session."""
+    """Writes need a token of the view's ``write_scope`` (a scope or a tuple of them); reads any token or a
+    staff session."""
 
     message = "forbidden"
 
@@ -125,7 +128,8 @@ def may_access(request, grant, data, write_scope):
     if request.method in permissions.SAFE_METHODS:
         user = request.user
         return grant is not None or bool(user and user.is_authenticated and user.is_staff), grant
-    if grant is None or grant.scope != write_scope:
+    scopes = write_scope if isinstance(write_scope, tuple) else (write_scope,)
+    if grant is None or grant.scope not in scopes:
         return False, grant
     if grant.scope == Scope.INSTANCE and grant.instance_ids:
         instance_id = instance_id_of(data)

@@ -23,9 +23,9 @@ def ok_response():
     return HttpResponse(OK_BODY, content_type="application/json")
 
 
-def json_response(body):
+def json_response(body, status=200, headers=None):
     """A JSON answer without DRF's rendering (for ``HotWriteView``)."""
-    return HttpResponse(renderers.dumps(body), content_type="application/json")
+    return HttpResponse(renderers.dumps(body), content_type="application/json", status=status, headers=headers)
 
 
 class HotWriteView(APIView):
@@ -47,6 +47,8 @@ class HotWriteView(APIView):
     """
 
     write_scope = None
+    # Placement and its feedback are never throttled: a router asks once per request it routes.
+    rate_limited = True
     # Declared for the schema (who may call it); dispatch applies them itself.
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [ScopedAccess]
@@ -72,9 +74,10 @@ class HotWriteView(APIView):
             allowed, grant = may_access(request, grant, data, self.write_scope)
             if not allowed:
                 raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
-            allowed, retry_after = write_allowance(request, grant, data)
-            if not allowed:
-                raise exceptions.Throttled(retry_after)
+            if self.rate_limited:
+                allowed, retry_after = write_allowance(request, grant, data)
+                if not allowed:
+                    raise exceptions.Throttled(retry_after)
             request.data, request.auth = data, grant
             return self.post(request)
         except (exceptions.APIException, RequestDataTooBig) as exc:

@@ -32,6 +32,7 @@ class Scope(models.TextChoices):
     INSTANCE = "instance", "instance (agents)"
     PROXY = "proxy", "proxy (proxies reporting to a scheduler)"
     READ = "read", "read (dashboards and scrapers)"
+    ROUTE = "route", "route (routers asking for placement and reporting outcomes)"
 
 
 def new_secret():

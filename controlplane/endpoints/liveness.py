@@ -40,6 +40,8 @@ class ChangeStatus(models.TextChoices):
     STALE = Status.STALE.value, "stale"
     EXPIRED = "expired", "expired"  # deleted after the retention
     UNREGISTERED = "unregistered", "unregistered"  # deleted on request
+    FENCED = "fenced", "fenced"  # kept out of placement (SPEC 14.2); the reason says why
+    UNFENCED = "unfenced", "unfenced"  # let back into placement
 
 
 class ChangeReason(models.TextChoices):

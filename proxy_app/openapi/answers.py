@@ -117,6 +117,9 @@ class InstanceRow(RegisteredEntryRow):
     capabilities = CapabilitiesFullView()
     capability_fingerprint = fingerprint_field("Of the stored capabilities; null without.")
     load = InstanceLoad()
+    fenced = serializers.BooleanField(help_text="Kept out of placement (SPEC 14.2): by router errors, an engine "
+                                                "that went down or a GPU in error, until it recovers.")
+    fence_reason = serializers.CharField(allow_null=True, help_text="Why it is fenced; null when it is not.")
     resource = InstanceResourceWithRaw()
 
 

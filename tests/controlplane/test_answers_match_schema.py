@@ -14,7 +14,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from proxy_app.history import record
-from tests.factories import make_capabilities, make_gpu, make_pool_resource, make_snapshot
+from tests.factories import T0_MS, make_capabilities, make_engine, make_gpu, make_pool_resource, make_snapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
@@ -101,6 +101,29 @@ def test_every_answer_of_the_proxy_matches_its_schema(answers, frozen):
     answers.post("/v1/instance/unregister", {"instance_id": "i-1"})
     answers.post("/v1/instance/unregister", {"instance_id": "i-1"})
     assert {"200", "404"} <= {status for _, _, status in answers.checked}
+
+
+def test_every_answer_of_placement_matches_its_schema(answers, frozen):
+    answers.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000,
+                                           "capabilities": make_capabilities()})
+
+    def report(seq, **engine):
+        snapshot = make_snapshot(engines=[make_engine(scraped_at_ms=T0_MS, **engine)])
+        answers.post("/v1/instance/resource_snapshot", {"instance_id": "i-1", "snapshot": snapshot,
+                                                         "metadata": {"report_seq": seq}})
+
+    report(1, requests_waiting=0)
+    assert answers.post("/v1/placement", {"model": "tiny", "session_key": "s"}).json()["verdict"] == "accept"
+    report(2, requests_waiting=6)
+    assert answers.post("/v1/placement", {}).json()["verdict"] == "queue"
+    report(3, requests_waiting=60)
+    assert answers.post("/v1/placement", {}).status_code == 429
+    assert answers.post("/v1/placement", {"model": "other"}).status_code == 503
+    assert answers.post("/v1/placement", {"count": 0}).status_code == 400
+    assert answers.post("/v1/placement/feedback", {"instance_id": "i-1", "outcome": "error"}).json()["ok"] is True
+    answers.post("/v1/placement/feedback", {"instance_id": "nobody", "outcome": "ok"})
+    answers.post("/v1/placement/feedback", {"outcome": "ok"})
+    assert {("post", "/v1/placement", status) for status in ("200", "429", "503", "400")} <= answers.checked
 
 
 def test_every_answer_of_the_scheduler_matches_its_schema(answers, frozen):

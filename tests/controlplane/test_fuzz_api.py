@@ -116,6 +116,8 @@ def fleet(api, frozen):
 def scope_of(case):
     if case.method.upper() in ("GET", "HEAD"):
         return "read"
+    if "placement" in case.path:
+        return "route"
     return "proxy" if case.path.startswith("/v1/proxy/") else "instance"
 
 

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 ROW_KEYS = {
     "instance_id", "host", "port", "endpoints", "tags", "weight", "meta", "capabilities", "capability_fingerprint",
-    "registered_at", "last_seen_at", "status", "is_alive", "load", "resource",
+    "registered_at", "last_seen_at", "status", "is_alive", "load", "fenced", "fence_reason", "resource",
 }
 
 

@@ -1,0 +1,63 @@
+"""Placement operations as both roles describe them (SPEC 14.1, 14.3): the verdicts, their codes and headers."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers
+
+from controlplane.api.placement import DESTINATION_HEADER
+from controlplane.api.schema.errors import (
+    BAD_REQUEST,
+    DATABASE_UNAVAILABLE,
+    FORBIDDEN,
+    METHOD_NOT_ALLOWED,
+    PAYLOAD_TOO_LARGE,
+    UNAUTHORIZED,
+    UNSUPPORTED_MEDIA_TYPE,
+)
+
+VERDICTS = ["accept", "queue", "shed", "unavailable"]
+RULES_HELP = "How many were not eligible, per rule (only rules that left some out)."
+
+
+def answer_fields(candidate, candidates_help):
+    """The fields of a placement answer around a ``candidate`` serializer."""
+    return {
+        "ok": serializers.BooleanField(help_text="true for accept and queue."),
+        "verdict": serializers.ChoiceField(choices=VERDICTS),
+        "reason": serializers.CharField(help_text="Why: lowest_pressure, session_affinity, all_saturated, "
+                                                  "all_over_shed_pressure, fail_open_stale, no_eligible_…"),
+        "generated_at": serializers.FloatField(help_text="Epoch seconds: the answer's now."),
+        "considered": serializers.IntegerField(min_value=0),
+        "eligible": serializers.IntegerField(min_value=0),
+        "excluded": serializers.DictField(child=serializers.IntegerField(min_value=1), help_text=RULES_HELP),
+        "candidates": candidate(many=True, help_text=candidates_help),
+    }
+
+
+def placement_operation(operation_id, summary, description, request, answer, tags):
+    """``extend_schema`` of a placement read: 200 accept or queue, 429 shed, 503 unavailable (or no database)."""
+    headers = [
+        OpenApiParameter(DESTINATION_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200],
+                         description="`host:port[,host:port…]` of the candidates, best first; absent when none."),
+        OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[429, 503],
+                         description="Seconds before asking again: shedding (429), or the database unavailable (503)."),
+        OpenApiParameter("WWW-Authenticate", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[401],
+                         required=True, enum=["Bearer"], description="Always `Bearer`."),
+    ]
+    unavailable = PolymorphicProxySerializer(
+        component_name=f"{answer.__name__}Unavailable", resource_type_field_name=None,
+        serializers=[answer, DATABASE_UNAVAILABLE.response],
+    )
+    return extend_schema(
+        operation_id=operation_id, summary=summary, tags=tags,
+        description=f"{description}\n\nNeeds a token of scope `route` or `read`. Never rate limited.",
+        parameters=headers, request=request,
+        responses={
+            200: OpenApiResponse(answer, description="accept or queue: candidates, best first."),
+            429: OpenApiResponse(answer, description="shed: every eligible one is over the shed pressure."),
+            503: OpenApiResponse(unavailable, description="unavailable: nothing eligible; or the database is down."),
+            400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 405: METHOD_NOT_ALLOWED,
+            413: PAYLOAD_TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE,
+        },
+        extensions={"x-token-scope": "route or read"},
+    )
