@@ -1,6 +1,7 @@
 """The hot lane: the WSGI callable ``up`` serves, answering the hot writes below Django's request machinery.
 
-An agent's snapshot and heartbeat are nearly all of a Proxy's requests, and
+An agent's snapshot and heartbeat are nearly all of a Proxy's requests (and a router's
+placement asks and feedback most of the rest), and
 Django's floor (a full ``WSGIRequest``, fourteen middleware, the URL
 resolver) cost about as much as the work of storing one (bench/README.md).
 For every path served by a ``HotWriteView`` the hot lane does, in order:
