@@ -1,60 +1,25 @@
 """The pool page's "where would a request go" panel: ``POST /v1/placement`` (SPEC 14.1) asked from a page.
 
-The panel reads a small form (model, adapter, prompt size, session key, how
-many candidates) from the query string, validates it with the API's own
-serializer, and asks the process's placement board exactly as the API does
-(``BOARD.decide`` and ``placement_body``), as a dry run: looking does not
-count as a placement, so a page polling every second adds nothing to any
-instance's pending requests. It shows what the API would answer: the
-verdict, its reason and HTTP status, the destination header, the excluded
-counts, and each candidate's pressure, queue, KV cache, signal age and
-reasons. When shedding, the API sends no candidates; the panel still shows
-the ranking, marked as held back.
+The form (model, adapter, prompt size, session key, how many candidates) is
+validated with the endpoint's own serializer and answered by this process's
+placement board exactly as the endpoint answers (``BOARD.decide`` and
+``placement_body``), as a dry run: looking does not count as a placement,
+so a page polling every second adds nothing to any instance's pending
+requests. ``controlplane.pages.placement`` has what the fleet's panel shares.
 """
 
-from urllib.parse import urlencode
-
 from django.urls import reverse
-from rest_framework.exceptions import ValidationError
 
 from controlplane import clock
-from controlplane.api.placement import destination
-from controlplane.env import parse_int
 from controlplane.figures import as_percent
+from controlplane.pages import placement
 from controlplane.pages.access import dashboard_page
 from controlplane.pages.layout import id_url, render_page
 from proxy_app.placement_api import candidate_answer, placement_body, request_of
 from proxy_app.placement_board import BOARD
 from proxy_app.serializers import PlacementSerializer
 
-FIELDS = ("model", "adapter", "prompt_tokens", "session_key", "count")
-COUNT_CHOICES = (3, 5, 10, 32)
-DEFAULT_COUNT = 5
-
-
-def form_of(query):
-    """The panel's form as typed (strings, ``count`` an int from ``COUNT_CHOICES``)."""
-    form = {name: (query.get(name) or "").strip()[:300] for name in FIELDS[:-1]}
-    count = parse_int(query.get("count"))
-    form["count"] = count if count in COUNT_CHOICES else DEFAULT_COUNT
-    return form
-
-
-def body_of(form):
-    """``(data, error)``: the placement body the form asks for, validated as the API validates a body."""
-    prompt = form["prompt_tokens"]
-    body = {
-        "model": form["model"] or None,
-        "adapter": form["adapter"] or None,
-        "prompt_tokens": (parse_int(prompt) if parse_int(prompt) is not None else prompt) if prompt else None,
-        "session_key": form["session_key"] or None,
-        "count": form["count"],
-    }
-    try:
-        return PlacementSerializer().to_internal_value(body), None
-    except ValidationError as error:
-        return None, "; ".join(f"{field.replace('_', ' ')}: {' '.join(str(m) for m in messages)}"
-                               for field, messages in error.detail.items())
+TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key")
 
 
 def shown_row(answer, instance_url):
@@ -65,26 +30,20 @@ def shown_row(answer, instance_url):
 
 def panel_context(query, now):
     """What ``pool/_placement_result.html`` shows for the query string ``query`` at ``now``."""
-    form = form_of(query)
-    asked = {name: value for name, value in form.items() if value not in ("", DEFAULT_COUNT)}
-    context = {"form": form, "now": now, "refresh_url": reverse("pool-placement") + "?" + urlencode(asked)}
-    data, error = body_of(form)
+    form = placement.form_of(query, TEXT_FIELDS)
+    context = {"form": form, "now": now, "refresh_url": placement.refresh_url(reverse("pool-placement"), form)}
+    data, error = placement.validated(PlacementSerializer, {
+        "model": form["model"] or None, "adapter": form["adapter"] or None,
+        "prompt_tokens": placement.integer_or_text(form["prompt_tokens"]),
+        "session_key": form["session_key"] or None, "count": form["count"],
+    })
     if error is not None:
         return {**context, "error": error}
     decision = BOARD.decide(request_of(data), now, dry_run=True)
-    answer = placement_body(decision, now)
+    shown = placement.answer_context(decision, placement_body(decision, now),
+                                     [candidate_answer(ranked) for ranked in decision.ranked])
     instance_url = id_url("pool-instance")
-    # When shedding the API answers no candidates; the panel shows whom it would have ranked, held back.
-    ranked = answer["candidates"] or [candidate_answer(ranked) for ranked in decision.ranked]
-    return {
-        **context,
-        "answer": answer,
-        "http_status": decision.verdict.http_status,
-        "destination": destination(answer["candidates"]),
-        "rows": [shown_row(row, instance_url) for row in ranked],
-        "held_back": not answer["candidates"] and bool(ranked),
-        "excluded": sorted(answer["excluded"].items(), key=lambda item: (-item[1], item[0])),
-    }
+    return {**context, **shown, "rows": [shown_row(row, instance_url) for row in shown["ranked"]]}
 
 
 def page_context(query, now):
@@ -94,7 +53,7 @@ def page_context(query, now):
     models, adapters = BOARD.served()
     chosen = context["form"]["model"]
     return {"placement": {**context, "models": models if not chosen or chosen in models else [chosen, *models],
-                          "adapters": adapters, "count_choices": COUNT_CHOICES}}
+                          "adapters": adapters, "count_choices": placement.COUNT_CHOICES}}
 
 
 @dashboard_page
