@@ -127,10 +127,7 @@ class PoolPages(EntryDashboard):
     def summary(self, instance, now):
         """One instance as a pool row or card: status, ages and the resource columns."""
         resource = instance.latest_resource
-        fenced, fence_reason = fences.effective_fence(
-            instance.fenced, instance.fence_reason, instance.had_ok_engine,
-            *((resource.engine_count, resource.engine_ok_count, resource.engine_status, resource.gpu_error_count)
-              if resource is not None else (None, None, None, None)))
+        fenced, fence_reason = fences.fence_of(instance)
         row = {
             "instance_id": instance.instance_id,
             "fenced": fenced,
