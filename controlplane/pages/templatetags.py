@@ -33,7 +33,7 @@ TONES = {
     "unreachable": "crit", "timeout": "crit", "http_error": "crit", "bad_format": "crit",
     "unregistered": "muted", "stopped": "muted",
     # Placement and fencing (SPEC 14).
-    "queue": "warn", "shed": "crit", "unavailable": "crit", "fenced": "crit", "unfenced": "ok",
+    "accept": "ok", "queue": "warn", "shed": "crit", "unavailable": "crit", "fenced": "crit", "unfenced": "ok",
 }
 
 # The unit ladders of the filters below: (below, size, unit, digits), the last takes any number.
