@@ -1,22 +1,25 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from proxy_app import agent_pages
+from proxy_app import agent_pages, placement_pages
 from proxy_app.pages import POOL_PAGES
 from proxy_app.placement_api import FeedbackView, InstancePlacementView
-from proxy_app.views import InstanceViewSet, PoolDebugViewSet, SnapshotView
+from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("v1/instance", InstanceViewSet, basename="instance")
 router.register("debug", PoolDebugViewSet, basename="proxy-debug")
 
 urlpatterns = [
+    # HotWriteViews: the hot lane (controlplane/api/hot_lane.py) answers them below Django's machinery.
     path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
+    path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
     *router.urls,
     # The dashboards (SPEC 8): pages, and the fragments and chart data they poll.
     *POOL_PAGES.urls(),
+    path("pool/placement", placement_pages.placement_fragment, name="pool-placement"),
     path("agent/", agent_pages.agent_page, name="local-agent"),
     path("agent/status", agent_pages.agent_status, name="local-agent-status"),
     path("agent/start", agent_pages.agent_start, name="local-agent-start"),
