@@ -174,6 +174,8 @@ def pool_reads(args, deployment, on, off, reader, token):
     result = wrk(on.url, "GET", "/debug/pool_resource", args.seconds, token=reader, threads=1, connections=4)
     p50 = result["p50_us"] / 1000
     row(f"GET /debug/pool_resource, {size} instances, c4: p50", f"{p50:.1f} ms", "≤ 10.5 ms", p50 <= 10.5)
+    alone = timed_gets(on.url, "/debug/pool_resource", 30, token=reader)["p50"]
+    row("  the same, one client: p50", f"{alone:.1f} ms")
     full_path = "/v1/instance/list?include_dead=true"
     full = curl_seconds(on.url + full_path, 5, reader)
     size_mb = len(requests.get(on.url + full_path, headers={"Authorization": f"Bearer {reader}"},
