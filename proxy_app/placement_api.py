@@ -1,6 +1,8 @@
 """The Proxy's placement endpoints (SPEC 14.1, 14.2): ``POST /v1/placement`` and ``POST /v1/placement/feedback``,
 and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``auth_request`` takes."""
 
+import json
+
 from rest_framework import exceptions
 from rest_framework.views import APIView
 
@@ -76,6 +78,8 @@ def placement_of(data):
 # nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,
 # so the GET variant refuses (shed, unavailable) with a 403 and names the verdict in a header nginx maps.
 ENDPOINT_REFUSAL_STATUS = 403
+INSTANCE_HEADER = "x-fleetwatch-instance-id"
+INVALID_VERDICT = "invalid"
 META_KEYS = {field: "HTTP_" + header.upper().replace("-", "_") for field, header in ENDPOINT_HEADERS.items()}
 
 
@@ -95,12 +99,21 @@ def endpoint_fields(request):
 
 
 def endpoint_response(verdict, body):
-    """The POST's answer with a 403 for shed and unavailable, and the verdict in ``x-fleetwatch-verdict``."""
+    """The POST's answer with a 403 for shed and unavailable, the verdict in ``x-fleetwatch-verdict`` and the
+    first candidate's id in ``x-fleetwatch-instance-id`` (what nginx needs to post feedback)."""
     response = placement_response(verdict, body)
     if not body["ok"]:
         response.status_code = ENDPOINT_REFUSAL_STATUS
     response[VERDICT_HEADER] = verdict
+    if body["candidates"]:
+        response[INSTANCE_HEADER] = json_string_contents(body["candidates"][0]["instance_id"])
     return response
+
+
+def json_string_contents(text):
+    """``text`` as it stands between the quotes of a JSON string, in ASCII: the id itself unless it holds quotes,
+    backslashes, control or non-ASCII characters, and always safe in a header and inside nginx's ``proxy_set_body``."""
+    return json.dumps(text)[1:-1]
 
 
 class PlacementEndpointView(APIView):
@@ -133,7 +146,10 @@ class PlacementEndpointView(APIView):
             request.auth = grant
             return self.get(request)
         except exceptions.APIException as exc:
-            return errors.envelope_exception_handler(exc, {"view": self})
+            response = errors.envelope_exception_handler(exc, {"view": self})
+            if isinstance(exc, exceptions.ValidationError):
+                response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
+            return response
 
     @endpoint_schema
     def get(self, request):

@@ -114,8 +114,13 @@ def endpoint_parameters():
     answer = [
         OpenApiParameter(DESTINATION_HEADER, text, OpenApiParameter.HEADER, response=[200],
                          description="`host:port[,host:port…]` of the candidates, best first."),
-        OpenApiParameter(VERDICT_HEADER, text, OpenApiParameter.HEADER, response=[200], required=True,
-                         enum=["accept", "queue"], description="The verdict."),
+        OpenApiParameter(VERDICT_HEADER, text, OpenApiParameter.HEADER, response=[200, 400, 403],
+                         enum=["accept", "queue", "shed", "unavailable", "invalid"],
+                         description="The verdict (always on a 200); `invalid` on a 400; absent on a 403 of a token "
+                                     "of another scope."),
+        OpenApiParameter("x-fleetwatch-instance-id", text, OpenApiParameter.HEADER, response=[200],
+                         description="The first candidate's `instance_id` as the contents of a JSON string "
+                                     "(escaped where it holds quotes, backslashes or non-ASCII characters)."),
         OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[403, 503],
                          description="Seconds before asking again: shedding (403), or the database unavailable."),
         OpenApiParameter("WWW-Authenticate", text, OpenApiParameter.HEADER, response=[401], required=True,

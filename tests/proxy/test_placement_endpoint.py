@@ -85,7 +85,13 @@ def test_it_refuses_bad_parameters_with_the_envelope(api, params):
     response = api.get(ENDPOINT, **params)
     assert response.status_code == 400
     assert response.json()["ok"] is False and response.json()["error"] == "validation_error"
-    assert "x-fleetwatch-verdict" not in response
+    assert response["x-fleetwatch-verdict"] == "invalid"
+
+
+def test_it_names_the_first_candidate_in_a_header_safe_inside_a_json_string(api, register_instance, report, frozen):
+    register_instance('gpu "ü"\\1', host="10.0.0.1")
+    assert report('gpu "ü"\\1', make_snapshot(engines=[make_engine(scraped_at_ms=T0_MS)])).status_code == 200
+    assert api.get(ENDPOINT)["x-fleetwatch-instance-id"] == 'gpu \\"\\u00fc\\"\\\\1'
 
 
 def test_it_takes_route_and_read_tokens_only(api, serving):
