@@ -175,17 +175,18 @@ class Deployment:
 class WebServer:
     """The deployment's web server: granian as ``up`` runs it, or gunicorn to compare."""
 
-    def __init__(self, deployment, kind="granian", workers=None, threads=1, env=None):
+    def __init__(self, deployment, kind="granian", workers=None, threads=1, env=None,
+                 app="controlplane.wsgi:application"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.kind = kind
         self.workers = workers or os.cpu_count() or 1
         if kind == "granian":
-            argv = [GRANIAN, "--interface", "wsgi", "controlplane.wsgi:application", "--host", "127.0.0.1",
+            argv = [GRANIAN, "--interface", "wsgi", app, "--host", "127.0.0.1",
                     "--port", str(self.port), "--workers", str(self.workers), "--blocking-threads", str(threads),
                     "--no-ws", "--log-level", "warning"]
         else:
-            argv = [PYTHON, "-m", "gunicorn", "controlplane.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+            argv = [PYTHON, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{self.port}",
                     "--workers", str(self.workers), "--worker-class", "sync", "--log-level", "warning"]
         self.label = f"{kind} ×{self.workers}" + (f" ({threads} thread)" if kind == "granian" else " (sync)")
         self.process = subprocess.Popen(argv, env={**deployment.env, **(env or {})}, cwd=ROOT)

@@ -5,6 +5,7 @@ from controlplane.clock import ago, date_and_age
 from controlplane.endpoints.admin import ReadOnlyAdminMixin, RegisteredEndpointAdmin, StatusChangeAdmin, pretty_json
 from controlplane.figures import MISSING, percent_text
 from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
+from proxy_app.fences import effective_fence
 from proxy_app.models import (
     Instance,
     InstanceMinute,
@@ -20,8 +21,9 @@ from proxy_app.models import (
 class InstanceAdmin(RegisteredEndpointAdmin):
     """Instances come from their agents: no "Add", nothing to edit, deletes unregister."""
 
-    list_display = ("instance_id", "address", "live_status", "last_seen", "cpu", "gpu", "admission", "weight")
-    list_filter = ("status", "resource__admission_state")
+    list_display = ("instance_id", "address", "live_status", "last_seen", "cpu", "gpu", "admission", "fence",
+                    "weight")
+    list_filter = ("status", "resource__admission_state", "fenced")
     list_select_related = ("resource",)
     extra_fields = ("capabilities_json", "raw_snapshot")
 
@@ -46,6 +48,16 @@ class InstanceAdmin(RegisteredEndpointAdmin):
     def admission(self, obj):
         resource = obj.latest_resource
         return (resource.admission_state or MISSING) if resource else MISSING
+
+    @admin.display(description="fenced", ordering="fenced")
+    def fence(self, obj):
+        """As placement sees it (SPEC 14.2): the stored fence, or a report's trouble not swept yet."""
+        resource = obj.latest_resource
+        fenced, reason = effective_fence(
+            obj.fenced, obj.fence_reason, obj.had_ok_engine, *(
+                (resource.engine_count, resource.engine_ok_count, resource.engine_status, resource.gpu_error_count)
+                if resource else (None, None, None, None)))
+        return f"fenced: {reason}" if fenced else "–"
 
     @admin.display(description="capabilities")
     def capabilities_json(self, obj):

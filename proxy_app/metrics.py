@@ -18,11 +18,13 @@ from django.db.models.functions import Cast
 from prometheus_client.core import GaugeMetricFamily
 
 from controlplane import clock
+from controlplane.endpoints import liveness
 from controlplane.endpoints.liveness import Status
 from controlplane.figures import finite
 from controlplane.ops.pool_metrics import PoolFamilies
 from proxy_app import pool
 from proxy_app.engines import figures_by_model
+from proxy_app.fences import effective_fence
 from proxy_app.history import latest_pool_resource
 from proxy_app.host_metrics import HostFamilies
 from proxy_app.models import Instance, InstanceResource, PoolResource, SchedulerLinkState
@@ -44,6 +46,9 @@ class ProxyGauge(GaugeMetricFamily):
 
 
 _gauge = ProxyGauge
+# What ``effective_fence`` reads, in its order.
+FENCE_COLUMNS = ("fenced", "fence_reason", "had_ok_engine", "resource__engine_count", "resource__engine_ok_count",
+                 "resource__engine_status", "resource__gpu_error_count")
 
 
 class ProxyCollector:
@@ -54,14 +59,19 @@ class ProxyCollector:
                     "0 once stale (until it expires).", ["instance_id"])
         alive = _gauge("fleetwatch_instance_alive", "1 while the instance is alive (seen within its alive "
                        "window), else 0.", ["instance_id"])
+        fenced = _gauge("fleetwatch_instance_fenced", "1 while the instance is fenced: kept out of placement after "
+                        "router errors, an engine that went down or a GPU in error (SPEC 14.2), else 0.",
+                        ["instance_id"])
         live_ids = set()
-        for instance in Instance.objects.only("instance_id", "last_seen_at"):
-            status = instance.status_now(now)
+        ttl_s, interval_s = Instance.ttl_s(), Instance.heartbeat_interval_s()
+        for instance_id, seen, *fence in Instance.objects.values_list("instance_id", "last_seen_at", *FENCE_COLUMNS):
+            status = liveness.status_at(seen, now, ttl_s, interval_s)
             states[status] += 1
-            up.add_metric([instance.instance_id], 1.0 if status != Status.STALE else 0.0)
-            alive.add_metric([instance.instance_id], 1.0 if status == Status.ALIVE else 0.0)
+            up.add_metric([instance_id], 1.0 if status != Status.STALE else 0.0)
+            alive.add_metric([instance_id], 1.0 if status == Status.ALIVE else 0.0)
+            fenced.add_metric([instance_id], 1.0 if effective_fence(*fence)[0] else 0.0)
             if status != Status.STALE:
-                live_ids.add(instance.instance_id)
+                live_ids.add(instance_id)
         counts = _gauge("fleetwatch_instances", "Registered instances by liveness state (they add up to all).",
                         ["state"])
         for state, count in states.items():
@@ -69,6 +79,7 @@ class ProxyCollector:
         yield counts
         yield up
         yield alive
+        yield fenced
         yield from self._resources(live_ids, now)
         yield from self._pool(now)
         yield from self._processes(now)

@@ -38,9 +38,10 @@ the worked examples of ``docs/placement.md`` use it). Steps:
 
 import dataclasses
 import enum
-import hashlib
 
 import numpy as np
+
+from controlplane.endpoints.placement import REASONS, Decision, Verdict, stable_hash
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # The ranking key's fields, packed into one int64 (most significant first).
@@ -48,17 +49,6 @@ PRESSURE_BITS, RUNNING_BITS, AGE_BITS = 35, 10, 16
 MAX_PRESSURE_MICROS = (1 << PRESSURE_BITS) - 1
 MAX_RUNNING = (1 << RUNNING_BITS) - 1
 MAX_AGE_CENTIS = (1 << AGE_BITS) - 1
-
-
-class Verdict(enum.Enum):
-    ACCEPT = "accept"
-    QUEUE = "queue"
-    SHED = "shed"
-    UNAVAILABLE = "unavailable"
-
-    @property
-    def http_status(self):
-        return {"accept": 200, "queue": 200, "shed": 429, "unavailable": 503}[self.value]
 
 
 class Rule(enum.Enum):
@@ -96,6 +86,10 @@ class Candidate:
     gpu_util: float | None = None  # 0-100
     pending: int = 0  # placed here since its latest report
 
+    @property
+    def key(self):
+        return self.instance_id
+
 
 @dataclasses.dataclass(frozen=True)
 class Request:
@@ -125,30 +119,6 @@ class Ranked:
     pressure: float | None
     signal_age_s: float | None
     reasons: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    verdict: Verdict
-    reason: str
-    considered: int
-    eligible: int
-    excluded: dict
-    ranked: list  # the best ``request.count`` eligible instances, best first
-
-    @property
-    def answered(self):
-        """The candidates an answer carries: none when shedding or unavailable."""
-        return [] if self.verdict in (Verdict.SHED, Verdict.UNAVAILABLE) else self.ranked
-
-
-REASONS = {Verdict.ACCEPT: "lowest_pressure", Verdict.QUEUE: "all_saturated",
-           Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_instance"}
-
-
-def stable_hash(text):
-    """A 64-bit hash that is the same in every process (Python's ``hash`` of a str is not)."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
 
 
 def _mix(values):

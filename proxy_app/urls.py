@@ -4,14 +4,16 @@ from rest_framework.routers import SimpleRouter
 from proxy_app import agent_pages
 from proxy_app.pages import POOL_PAGES
 from proxy_app.placement_api import FeedbackView, InstancePlacementView, PlacementEndpointView
-from proxy_app.views import InstanceViewSet, PoolDebugViewSet, SnapshotView
+from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("v1/instance", InstanceViewSet, basename="instance")
 router.register("debug", PoolDebugViewSet, basename="proxy-debug")
 
 urlpatterns = [
+    # HotWriteViews: the hot lane (controlplane/api/hot_lane.py) answers them below Django's machinery.
     path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
+    path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
     path("v1/placement/endpoint", PlacementEndpointView.as_view(), name="placement-endpoint"),

@@ -13,7 +13,7 @@ from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.listing import instance_rows, resource_rows
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
-from proxy_app.openapi import instance_schema, pool_debug_schema, snapshot_schema
+from proxy_app.openapi import heartbeat_schema, instance_schema, pool_debug_schema, snapshot_schema
 from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
@@ -43,9 +43,37 @@ class SnapshotView(HotWriteView):
         return ok_response()
 
 
+class HeartbeatView(HotWriteView):
+    """``POST /v1/instance/heartbeat``: every instance's second write, so a ``HotWriteView`` too."""
+
+    write_scope = "instance"
+
+    @heartbeat_schema
+    def post(self, request):
+        serializer = HeartbeatSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        outcome, stored = Instance.objects.heartbeat(
+            data["instance_id"], clock.now(), HeartbeatSerializer.load(data),
+            capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
+        )
+        if outcome is Heartbeat.OK:
+            return ok_response()
+        if outcome is Heartbeat.UNKNOWN_INSTANCE:
+            return json_response(UNKNOWN_INSTANCE)
+        # The original's answer: the instance re-sends its capabilities.
+        return json_response({
+            "ok": False,
+            "error": outcome.value,
+            "requires_capabilities": True,
+            "expected_fingerprint": stored,
+            "reported_fingerprint": data["capability_fingerprint"],
+        })
+
+
 @instance_schema
 class InstanceViewSet(ControlPlaneViewSet):
-    """Instances register, heartbeat, report snapshots and leave."""
+    """Instances register, list and leave (their heartbeats and snapshots: the views above)."""
 
     write_scope = "instance"
 
@@ -58,26 +86,6 @@ class InstanceViewSet(ControlPlaneViewSet):
             "heartbeat_interval_s": Instance.heartbeat_interval_s(),
             "ttl_s": Instance.ttl_s(),
             "capability_fingerprint": instance.capability_fingerprint,
-        })
-
-    @action(detail=False, methods=["post"])
-    def heartbeat(self, request):
-        data = self.validated(HeartbeatSerializer)
-        outcome, stored = Instance.objects.heartbeat(
-            data["instance_id"], clock.now(), HeartbeatSerializer.load(data),
-            capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
-        )
-        if outcome is Heartbeat.OK:
-            return ok_response()
-        if outcome is Heartbeat.UNKNOWN_INSTANCE:
-            return Response(UNKNOWN_INSTANCE)
-        # The original's answer: the instance re-sends its capabilities.
-        return Response({
-            "ok": False,
-            "error": outcome.value,
-            "requires_capabilities": True,
-            "expected_fingerprint": stored,
-            "reported_fingerprint": data["capability_fingerprint"],
         })
 
     @action(detail=False, methods=["post"])

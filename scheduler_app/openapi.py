@@ -22,8 +22,9 @@ from controlplane.api.schema.operations import (
     write_operation,
 )
 from controlplane.api.schema.parts import Const
+from controlplane.api.schema.placement import answer_fields, placement_operation
 from scheduler_app.models import PoolResourceSample
-from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer
+from scheduler_app.serializers import HeartbeatSerializer, PoolPlacementSerializer, ProxyIdSerializer, RegisterSerializer
 
 PROXIES = ["proxies"]
 FLEET = ["fleet (debug)"]
@@ -152,4 +153,31 @@ fleet_debug_schema = extend_schema_view(
         "The latest pool_resource each proxy sent, with when it arrived.", ProxyPoolResources,
         parameters=[include_dead(True)], tags=FLEET,
     ),
+)
+
+
+# --- placement (SPEC 14.3) -------------------------------------------------------------------
+
+
+class PoolPlacementCandidate(serializers.Serializer):
+    proxy_id = serializers.CharField()
+    host = serializers.CharField()
+    port = serializers.IntegerField()
+    saturation = serializers.FloatField(allow_null=True, help_text="The pool summary's engine.saturation.")
+    pool_admission_state = serializers.CharField(allow_null=True)
+    summary_age_s = serializers.FloatField(allow_null=True, help_text="Age of the proxy's latest pool summary.")
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+PoolPlacement = type("PoolPlacement", (serializers.Serializer,), {
+    "__doc__": "Which pool of the fleet a request should go to (SPEC 14.3).",
+    **answer_fields(PoolPlacementCandidate, "At most `count`; none when shedding or unavailable."),
+})
+
+placement_schema = placement_operation(
+    "proxy_placement", "Which pool should this request go to", (
+        "Ranks the alive proxies whose pool is not rejecting and, with `model`, whose pool summary lists it, "
+        "by their pool's engine saturation (lowest first; pools without one after), then by alive instances. "
+        "The header names the proxies' host:port."
+    ), PoolPlacementSerializer, PoolPlacement, ["placement"],
 )

@@ -5,6 +5,7 @@ import uuid
 from rest_framework import serializers
 
 from controlplane.api.fields import JSONObjectField, ListOrNull, StrictCharField, StrictFloatField, StrictIntegerField
+from controlplane.api.placement import PlacementBodyBase
 from controlplane.api.serializers import (
     HeartbeatSerializerBase,
     RegisterSerializerBase,
@@ -67,3 +68,9 @@ def proxy_row(proxy, now):
         "pool_resource": proxy.pool_resource,
         "pool_resource_reported_at": proxy.pool_resource_reported_at,
     }
+
+
+class PoolPlacementSerializer(PlacementBodyBase):
+    """``POST /v1/proxy/placement`` (SPEC 14.3)."""
+
+    count = StrictIntegerField(min_value=1, max_value=16, required=False, default=3)

@@ -1,6 +1,8 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from scheduler_app.pages import FLEET_PAGES
+from scheduler_app.placement_api import PoolPlacementView
 from scheduler_app.views import FleetDebugViewSet, ProxyViewSet
 
 router = SimpleRouter(trailing_slash=False)
@@ -9,4 +11,8 @@ router.register("v1/proxy", ProxyViewSet, basename="proxy")
 router.register("debug", FleetDebugViewSet, basename="scheduler-debug")
 
 # The API, then the dashboards (SPEC 8): pages, and the fragments and chart data they poll.
-urlpatterns = [*router.urls, *FLEET_PAGES.urls()]
+urlpatterns = [
+    path("v1/proxy/placement", PoolPlacementView.as_view(), name="proxy-placement"),
+    *router.urls,
+    *FLEET_PAGES.urls(),
+]

@@ -59,6 +59,28 @@ class JsonClient:
         return self.client.get(path, data=params, **self._auth("GET", path, extra))
 
 
+def pytest_generate_tests(metafunc):
+    """A module marked ``both_entry_points`` runs each test that uses the client twice: Django, the hot lane."""
+    if metafunc.definition.get_closest_marker("both_entry_points") and "client" in metafunc.fixturenames:
+        metafunc.parametrize("entry_point", ["django", "lane"], indirect=True)
+
+
+@pytest.fixture
+def entry_point(request):
+    """Which entry point the test client goes through: Django's handler, or the hot lane in front of it."""
+    return getattr(request, "param", "django")
+
+
+@pytest.fixture
+def client(entry_point):
+    """Django's test client; through the hot lane (``tests/hot_lane.py``) for the hot lane's run of a test."""
+    from django.test import Client
+
+    from tests.hot_lane import HotLaneClient
+
+    return HotLaneClient() if entry_point == "lane" else Client()
+
+
 @pytest.fixture
 def api(client, request):
     api = JsonClient(client)
@@ -79,6 +101,7 @@ def fresh_process_state(settings):
 
     from proxy_app import fences
     from proxy_app.placement_board import BOARD
+    from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     from controlplane.api import ratelimit
     from controlplane.api.auth import TOKEN_CACHE
@@ -90,6 +113,7 @@ def fresh_process_state(settings):
     TOKEN_CACHE.clear()
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
     BOARD.reset()
+    POOL_BOARD.reset()
     fences.forget_sweeps()
     yield
 

@@ -39,6 +39,11 @@ class HotWriteView(APIView):
     envelope): 405, 401, 415, 400, 403, 429, then ``post(request)`` with
     ``request.data`` and ``request.auth`` set. It is an APIView only so the
     OpenAPI schema describes it like every other endpoint.
+
+    Under ``up`` its path is answered by the hot lane (``controlplane.api.hot_lane``),
+    which finds it in the URLconf: a new hot write is one ``path()`` line of
+    a ``urls.py``. The views call nothing the lane's request does not carry:
+    ``method``, ``META``, ``body``, ``content_type`` (no ``user``, ``GET`` or ``COOKIES``).
     """
 
     write_scope = None

@@ -54,7 +54,11 @@ def placement_response(verdict, body):
     if verdict == "shed":
         headers["Retry-After"] = str(SHED_RETRY_AFTER_S)
     status = {"accept": 200, "queue": 200, "shed": 429, "unavailable": 503}[verdict]
-    return json_response(body, status=status, headers=headers)
+    response = json_response(body, status=status, headers=headers)
+    # A verdict, not a failure: Django's request log would call every shed a warning and every
+    # unavailable pool an error, once per request routed.
+    response._has_been_logged = True
+    return response
 
 
 class PlacementView(HotWriteView):

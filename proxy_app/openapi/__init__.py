@@ -53,7 +53,8 @@ UNKNOWN_INSTANCE_HELP = (
 
 # --- the operations --------------------------------------------------------------------------
 
-# The snapshot report is served by its own view (proxy_app.views.SnapshotView).
+# The snapshot report and the heartbeat are served by views of their own (HotWriteViews of
+# proxy_app.views: the hot lane serves them, controlplane/api/hot_lane.py).
 snapshot_schema = write_operation(
     "instance_resource_snapshot", "Report a resource snapshot", (
         "Stores the latest snapshot of an instance and refreshes its last_seen_at. "
@@ -68,6 +69,24 @@ snapshot_schema = write_operation(
     ],
 )
 
+# The heartbeat too (proxy_app.views.HeartbeatView).
+heartbeat_schema = write_operation(
+    "instance_heartbeat", "Heartbeat of an instance", (
+        "Refreshes last_seen_at and the load fields sent. " + UNKNOWN_INSTANCE_HELP + " With "
+        "`capabilities`, they replace the stored ones; with only a `capability_fingerprint` that is not "
+        "the stored one, the answer asks for the capabilities (SPEC 3.2)."
+    ), InstanceHeartbeat, {200: HEARTBEAT_ANSWER}, "instance", tags=INSTANCES,
+    examples=[
+        HEARTBEAT_EXAMPLE,
+        OpenApiExample("Known", {"ok": True}, response_only=True),
+        OpenApiExample("Unknown instance (compat)", {"ok": False, "error": "unknown_instance"}, response_only=True),
+        OpenApiExample("Fingerprint mismatch", {
+            "ok": False, "error": "capability_fingerprint_mismatch", "requires_capabilities": True,
+            "expected_fingerprint": "sha256:" + "a" * 64, "reported_fingerprint": "sha256:" + "b" * 64,
+        }, response_only=True),
+    ],
+)
+
 
 instance_schema = extend_schema_view(
     register=write_operation(
@@ -76,22 +95,6 @@ instance_schema = extend_schema_view(
             "when non-empty; meta merged; capabilities replaced (absent or null clears them); "
             "registered_at, load and the latest resource kept."
         ), InstanceRegister, {200: InstanceRegistered}, "instance", tags=INSTANCES, examples=[REGISTER_EXAMPLE],
-    ),
-    heartbeat=write_operation(
-        "instance_heartbeat", "Heartbeat of an instance", (
-            "Refreshes last_seen_at and the load fields sent. " + UNKNOWN_INSTANCE_HELP + " With "
-            "`capabilities`, they replace the stored ones; with only a `capability_fingerprint` that is not "
-            "the stored one, the answer asks for the capabilities (SPEC 3.2)."
-        ), InstanceHeartbeat, {200: HEARTBEAT_ANSWER}, "instance", tags=INSTANCES,
-        examples=[
-            HEARTBEAT_EXAMPLE,
-            OpenApiExample("Known", {"ok": True}, response_only=True),
-            OpenApiExample("Unknown instance (compat)", {"ok": False, "error": "unknown_instance"}, response_only=True),
-            OpenApiExample("Fingerprint mismatch", {
-                "ok": False, "error": "capability_fingerprint_mismatch", "requires_capabilities": True,
-                "expected_fingerprint": "sha256:" + "a" * 64, "reported_fingerprint": "sha256:" + "b" * 64,
-            }, response_only=True),
-        ],
     ),
     unregister=write_operation(
         "instance_unregister", "Unregister an instance",

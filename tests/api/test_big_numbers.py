@@ -10,7 +10,7 @@ import pytest
 
 from tests.factories import make_gpu, make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 API_READS = ("/v1/instance/list", "/v1/proxy/list", "/debug/pool_resource", "/debug/instance_resources",
              "/debug/proxy_pool_resources", "/metrics")

@@ -5,7 +5,7 @@ import pytest
 
 from proxy_app.models import InstanceResource
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 
 @pytest.fixture

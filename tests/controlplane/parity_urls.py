@@ -1,8 +1,8 @@
-"""Every URL of the app, and the snapshot report served again on DRF's own path, for the parity tests.
+"""Every URL of the app, and the hot writes served again on DRF's own path, for the parity tests.
 
-``/twin/v1/instance/resource_snapshot`` is ``SnapshotView``'s ``post`` as an
-action of a ``ControlPlaneViewSet``: what the endpoint would be without
-``HotWriteView``.
+``/twin/v1/instance/resource_snapshot`` and ``/twin/v1/instance/heartbeat``
+are ``SnapshotView``'s and ``HeartbeatView``'s ``post`` as actions of a
+``ControlPlaneViewSet``: what the endpoints would be without ``HotWriteView``.
 """
 
 from django.urls import include, path
@@ -10,7 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.routers import SimpleRouter
 
 from controlplane.api.viewsets import ControlPlaneViewSet
-from proxy_app.views import SnapshotView
+from proxy_app.views import HeartbeatView, SnapshotView
 
 
 class SnapshotOnDrf(ControlPlaneViewSet):
@@ -19,6 +19,10 @@ class SnapshotOnDrf(ControlPlaneViewSet):
     @action(detail=False, methods=["post"])
     def resource_snapshot(self, request):
         return SnapshotView.post(self, request)
+
+    @action(detail=False, methods=["post"])
+    def heartbeat(self, request):
+        return HeartbeatView.post(self, request)
 
 
 router = SimpleRouter(trailing_slash=False)

@@ -16,7 +16,7 @@ from drf_spectacular.generators import SchemaGenerator
 from proxy_app.history import record
 from tests.factories import T0_MS, make_capabilities, make_engine, make_gpu, make_pool_resource, make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
 from scheduler_app.models import PoolResourceSample, Proxy, ProxyStatusChange
 from tests.factories import make_pool_resource, make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 INSTANCE_WRITES = {
     "/v1/instance/register": {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000},

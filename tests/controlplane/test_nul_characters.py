@@ -12,6 +12,8 @@ from django.urls import get_resolver
 
 from tests.factories import make_snapshot
 
+pytestmark = pytest.mark.both_entry_points
+
 # Every query parameter a view or page of the app reads (the API's lists and
 # histories, the pages' filters, the admin's search and filters).
 QUERY_NAMES = ("instance_id", "proxy_id", "range", "include_dead", "limit", "offset", "q", "status", "admission",

@@ -8,7 +8,7 @@ from controlplane.api.ratelimit import FLUSH_EVERY, WindowCounter
 from controlplane.api.tokens import ApiToken
 from tests.factories import make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 LIMIT = 300  # the default: writes per token and instance id per minute
 

@@ -34,7 +34,7 @@ def test_it_lists_instances_with_status_last_seen_and_resources(admin_client, po
 
     assert rows["gpu-1"] == {
         "Instance id": "gpu-1", "Address": "10.0.0.1:8000", "Status (now)": "alive", "Last seen": "3 s ago",
-        "CPU": "42.0 %", "GPU util": "63.0 %", "Admission": "degraded", "Weight": "1.0",
+        "CPU": "42.0 %", "GPU util": "63.0 %", "Admission": "degraded", "Fenced": "–", "Weight": "1.0",
     }
     assert rows["cpu-1"]["CPU"] == rows["cpu-1"]["Admission"] == "–"
     # Computed now from last_seen_at, though no sweep ran.

@@ -12,7 +12,7 @@ from django.forms.models import model_to_dict
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
 from tests.factories import make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 REGISTER = "/v1/instance/register"
 HEARTBEAT = "/v1/instance/heartbeat"

@@ -9,7 +9,7 @@ from agent.capabilities import fingerprint, full_view, parse_capabilities
 from proxy_app.models import Instance
 from tests.factories import T0, make_capabilities
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 CAPABILITIES = make_capabilities()
 FINGERPRINT = fingerprint(parse_capabilities(CAPABILITIES))

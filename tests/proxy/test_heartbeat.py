@@ -5,7 +5,7 @@ import pytest
 from proxy_app.models import Instance, InstanceStatusChange
 from tests.factories import T0
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 
 def test_it_answers_ok_for_a_known_instance(register_instance, instance_heartbeat, frozen):

@@ -76,6 +76,14 @@ def test_up_counts_the_ttl_and_alive_only_the_alive_window(api, host, frozen):
     assert value(samples, "fleetwatch_instances", state="suspect") == 1
 
 
+def test_fenced_is_one_for_a_fenced_instance_only(api, host, register_instance, report):
+    register_instance("cpu-1")
+    report("cpu-1", make_snapshot())
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_instance_fenced", instance_id="gpu-1") == 1  # its GPU 1 is in error
+    assert value(samples, "fleetwatch_instance_fenced", instance_id="cpu-1") == 0
+
+
 def test_the_pool_families_do_not_overlap(api, host, register_instance, report):
     register_instance("cpu-1")
     register_instance("new-1")  # alive, no resource yet

@@ -7,7 +7,7 @@ from proxy_app import history
 from proxy_app.models import InstanceStatusChange
 from tests.factories import T0_MS, make_engine, make_failed_engine, make_gpu, make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import pytest
 from proxy_app.models import Instance, InstanceResource, InstanceStatusChange
 from tests.factories import T0, make_gpu, make_snapshot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 RESOURCE_KEYS = {
     "cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_mb", "memory_free_ratio", "gpu_count",

@@ -19,7 +19,7 @@ from agent.snapshot import SnapshotBuilder
 from tests.agent.conftest import FakeClock, FakeSource
 from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 WALL_AT_ZERO_MS = 1_767_225_600_000
 H200_SNAPSHOT = Path(__file__).resolve().parent.parent / "agent" / "data" / "h200-snapshot.json"

@@ -9,7 +9,7 @@ import pytest
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot, InstanceStatusChange
 from tests.factories import T0
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
 
 TTL = 30
 INTERVAL = 10  # alive window: 15 s

@@ -1,0 +1,224 @@
+"""Placement latency beside the same server's /healthz, while snapshots are being ingested (issue 19's targets).
+
+    .venv/bin/python -m bench.placement [--instances 10000] [--rate 1000] [--samples 3000] [--proxies 1000]
+                                        [--database-url postgres://…]
+
+One deployment, one web server as ``up`` runs it (granian ×2). The pool is
+seeded with ``--instances`` reporting instances, each with one vLLM engine;
+a separate process then ingests ``--rate`` snapshots a second over HTTP
+(each with new queue and KV figures, so the boards keep refreshing) while
+one keep-alive client alternates ``GET /healthz`` and ``POST /v1/placement``
+(and, with ``--proxies``, the Scheduler's ``POST /v1/proxy/placement`` over
+that many proxies heartbeating every 5 s). Targets: placement p50 ≤ 2 ×
+/healthz p50 and p99 ≤ 3 × /healthz p99, for both. Freshness is checked
+too: how far the answer's newest signal is behind the newest report ingested.
+"""
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import random
+import statistics
+import time
+
+from bench.common import Deployment, WebServer, realistic_engine, realistic_snapshot
+
+SEED = """
+import sys, time
+import django
+django.setup()
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
+from proxy_app.normalise import normalise_snapshot
+from bench.common import realistic_engine, realistic_snapshot
+count = int(sys.argv[1])
+now = time.time()
+instances, resources, snapshots = [], [], []
+for i in range(count):
+    snapshot = realistic_snapshot(1)
+    engine = realistic_engine()
+    engine.update(requests_waiting=i % 9, kv_cache_usage_ratio=(i % 80) / 100, scraped_at_ms=int(now * 1000))
+    snapshot["engines"] = [engine]
+    columns = normalise_snapshot(snapshot, {"report_seq": 1}, now)
+    instances.append(Instance(instance_id=f"bench-{i}", host=f"10.{i // 65000}.{i // 250 % 250}.{i % 250}",
+                              port=8000, registered_at=now, last_seen_at=now, had_ok_engine=True))
+    snapshots.append(InstanceSnapshot(instance_id=f"bench-{i}", raw_resource=columns.pop("raw_resource")))
+    resources.append(InstanceResource(instance_id=f"bench-{i}", has_raw_resource=True, **columns))
+Instance.objects.bulk_create(instances, batch_size=1000)
+InstanceResource.objects.bulk_create(resources, batch_size=500)
+InstanceSnapshot.objects.bulk_create(snapshots, batch_size=500)
+"""
+
+
+def _connection(url):
+    host, port = url.removeprefix("http://").split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=30)
+
+
+def ingest(url, token, count, rate, stop):
+    """Send ``rate`` snapshots a second, round robin over the pool, until ``stop`` is set."""
+    connection = _connection(url)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    snapshot = realistic_snapshot(1)
+    rng = random.Random(1)
+    seq, started = 0, time.monotonic()
+    while not stop.is_set():
+        seq += 1
+        instance = f"bench-{seq % count}"
+        engine = realistic_engine()
+        engine.update(requests_waiting=rng.randint(0, 12), kv_cache_usage_ratio=round(rng.random(), 3),
+                      scraped_at_ms=int(time.time() * 1000))
+        snapshot["engines"] = [engine]
+        body = json.dumps({"instance_id": instance, "snapshot": snapshot,
+                           "metadata": {"report_seq": 10 + seq, "report_wall_time_ms": int(time.time() * 1000)}})
+        connection.request("POST", "/v1/instance/resource_snapshot", body, headers)
+        connection.getresponse().read()
+        delay = started + seq / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def heartbeats(url, token, proxies, stop):
+    """Every proxy heartbeats every 5 s with a pool summary whose saturation moves."""
+    connection = _connection(url)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    rng = random.Random(2)
+    beat, started = 0, time.monotonic()
+    while not stop.is_set():
+        proxy = f"pxy-{beat % proxies}"
+        summary = {"schema_version": 1, "proxy_id": proxy, "instances": {"alive": rng.randint(1, 50)},
+                   "pool_admission_state": "accepting",
+                   "engine": {"saturation": round(rng.random(), 3), "models": [{"model": "llama", "instances": 4}]}}
+        connection.request("POST", "/v1/proxy/heartbeat", json.dumps({"proxy_id": proxy, "pool_resource": summary}),
+                           headers)
+        connection.getresponse().read()
+        beat += 1
+        delay = started + beat / (proxies / 5.0) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def register_proxies(url, token, proxies):
+    connection = _connection(url)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    for n in range(proxies):
+        connection.request("POST", "/v1/proxy/register", json.dumps(
+            {"proxy_id": f"pxy-{n}", "host": "10.8.0.1", "port": 1 + n}), headers)
+        connection.getresponse().read()
+
+
+def alternate(url, token, samples, placement_path, body):
+    """Alternate /healthz and a placement on one keep-alive connection: milliseconds of each, and answers."""
+    connection = _connection(url)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    health, placed, answers = [], [], []
+    for n in range(samples + 50):
+        started = time.perf_counter()
+        connection.request("GET", "/healthz")
+        connection.getresponse().read()
+        middle = time.perf_counter()
+        connection.request("POST", placement_path, body, headers)
+        response = connection.getresponse()
+        answer = response.read()
+        done = time.perf_counter()
+        if n >= 50:  # the first answers build the boards
+            health.append((middle - started) * 1000)
+            placed.append((done - middle) * 1000)
+            if n % 100 == 0:
+                answers.append((response.status, json.loads(answer)))
+    return health, placed, answers
+
+
+def freshness(url, tokens, rounds=20):
+    """Seconds from a report's answer to the first placement that reflects it: a report names a model no
+    other instance serves, then placement for that model is asked until it answers (each web process
+    keeps its own board, so this is the slower of the two as it happens)."""
+    connection = _connection(url)
+    lags = []
+    for n in range(rounds):
+        model = f"marker-{n}"
+        snapshot = realistic_snapshot(1)
+        snapshot["engines"] = [{**realistic_engine(), "model": model, "requests_waiting": 0,
+                                "kv_cache_usage_ratio": 0.1, "scraped_at_ms": int(time.time() * 1000)}]
+        body = json.dumps({"instance_id": f"bench-{n}", "snapshot": snapshot,
+                           "metadata": {"report_seq": 10**12 + n, "report_wall_time_ms": int(time.time() * 1000)}})
+        connection.request("POST", "/v1/instance/resource_snapshot", body,
+                           {"Content-Type": "application/json", "Authorization": f"Bearer {tokens['instance']}"})
+        connection.getresponse().read()
+        stored = time.perf_counter()
+        while True:
+            connection.request("POST", "/v1/placement", json.dumps({"model": model}),
+                               {"Content-Type": "application/json", "Authorization": f"Bearer {tokens['route']}"})
+            response = connection.getresponse()
+            response.read()
+            if response.status == 200:
+                lags.append(time.perf_counter() - stored)
+                break
+        time.sleep(0.1)
+    return max(lags), statistics.median(lags)
+
+
+def percentiles(values):
+    values = sorted(values)
+    return statistics.median(values), values[int(len(values) * 0.99) - 1]
+
+
+def report(what, health, placed):
+    h50, h99 = percentiles(health)
+    p50, p99 = percentiles(placed)
+    print(f"{what}: /healthz p50 {h50:.3f} ms p99 {h99:.3f} ms · placement p50 {p50:.3f} ms p99 {p99:.3f} ms · "
+          f"p50 {p50 / h50:.2f}× (target ≤ 2) · p99 {p99 / h99:.2f}× (target ≤ 3)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--instances", type=int, default=10_000)
+    parser.add_argument("--rate", type=float, default=1000.0, help="snapshots a second while measuring")
+    parser.add_argument("--samples", type=int, default=3000)
+    parser.add_argument("--proxies", type=int, default=1000, help="0 skips the Scheduler's placement")
+    parser.add_argument("--database-url")
+    args = parser.parse_args()
+
+    deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on")
+    server = None
+    try:
+        deployment.python(SEED, args.instances)
+        deployment.analyze()
+        tokens = {scope: deployment.token(scope, f"bench-{scope}") for scope in ("instance", "route", "proxy")}
+        server = WebServer(deployment)
+        register_proxies(server.url, tokens["proxy"], args.proxies)
+        stop = multiprocessing.Event()
+        loaders = [multiprocessing.Process(target=ingest, args=(server.url, tokens["instance"], args.instances,
+                                                                args.rate, stop))]
+        if args.proxies:
+            loaders.append(multiprocessing.Process(target=heartbeats, args=(server.url, tokens["proxy"],
+                                                                            args.proxies, stop)))
+        for loader in loaders:
+            loader.start()
+        time.sleep(3)
+        print(f"{deployment.vendor}, {server.label}, {args.instances} instances, {args.rate:g} snapshots/s ingested")
+        body = json.dumps({"model": "meta-llama/Llama-3.1-70B-Instruct", "count": 3})
+        health, placed, answers = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
+        report("Proxy placement", health, placed)
+        verdicts = sorted({(status, answer["verdict"]) for status, answer in answers})
+        ages = [c["signal_age_s"] for _, answer in answers for c in answer["candidates"][:1]]
+        print(f"  answers seen: {verdicts}; first candidate's signal age p50 {statistics.median(ages):.3f} s "
+              f"max {max(ages):.3f} s (ingest reaches each instance every {args.instances / args.rate:.0f} s)")
+        worst, median = freshness(server.url, tokens)
+        print(f"  freshness: a report shows in placement after {median * 1000:.0f} ms (median), "
+              f"{worst * 1000:.0f} ms at worst of 20 (target: never more than 1 s behind)")
+        if args.proxies:
+            body = json.dumps({"model": "llama", "count": 3})
+            health, placed, _ = alternate(server.url, tokens["route"], args.samples, "/v1/proxy/placement", body)
+            report(f"Scheduler placement over {args.proxies} proxies", health, placed)
+        stop.set()
+        for loader in loaders:
+            loader.join(10)
+    finally:
+        if server is not None:
+            server.stop()
+        deployment.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""A placement board kept per web process from the database (SPEC 14): what both roles' placements share.
+
+A placement answer must not walk the registry, so each web process keeps
+one board (a columnar set of candidates, ``proxy_app.placement.Board`` or
+``scheduler_app.placement.PoolBoard``) and refreshes it at most every
+``FLEETWATCH_PLACEMENT_REFRESH_S`` (0.25 s): it reads only the entries whose
+row changed since its last read (``changed_q``, with an overlap of
+``OVERLAP_S`` for writes committed late) and drops those unregistered or
+expired since. Every ``FULL_EVERY_S`` it reads them all afresh, so nothing
+an incremental read could miss lives longer. A refresh setting of 0 reads
+everything on every request.
+
+An answer therefore reflects reports at most the refresh interval plus a
+query's time older than the newest it could have seen.
+"""
+
+import threading
+
+from django.conf import settings
+from django.db.models import Q
+
+from controlplane.endpoints.liveness import ChangeStatus
+
+OVERLAP_S = 1.0
+FULL_EVERY_S = 30.0
+
+
+class LiveBoard:
+    """Subclasses name the ``model``, the ``fields`` read, and make boards, candidates and the policy."""
+
+    model = None
+    fields = ()
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        self.board = self.new_board(64)
+        self.read_at = None
+        self.full_at = None
+
+    # --- what a role says ---------------------------------------------------------------
+
+    def new_board(self, capacity):
+        raise NotImplementedError
+
+    def candidate_of(self, row, old_board):
+        """The candidate of one row of ``fields`` (``old_board`` holds what this process counted so far)."""
+        raise NotImplementedError
+
+    def policy(self):
+        raise NotImplementedError
+
+    def changed_q(self, since):
+        return Q(last_seen_at__gt=since)
+
+    # --- the board ------------------------------------------------------------------------
+
+    def decide(self, request, now, dry_run=False):
+        """The board's decision for ``request``; unless ``dry_run`` (a page showing it), the first
+        candidate counts as placed."""
+        with self._lock:
+            self._refresh(now)
+            decision = self.board.decide(request, self.policy(), now)
+            if decision.answered and not dry_run:
+                self.board.placed(decision.answered[0].candidate.key)
+        return decision
+
+    def _refresh(self, now):
+        refresh_s = settings.FLEETWATCH_PLACEMENT_REFRESH_S
+        if self.read_at is not None and refresh_s > 0 and 0 <= now - self.read_at < refresh_s:
+            return
+        if refresh_s <= 0 or self.full_at is None or not 0 <= now - self.full_at < FULL_EVERY_S:
+            self._read_all()
+            self.full_at = now
+        else:
+            self._read_changed(self.read_at - OVERLAP_S)
+        self.read_at = now
+
+    def _read_all(self):
+        old = self.board
+        rows = list(self.model.objects.values(*self.fields))
+        board = self.new_board(max(64, len(rows)))
+        for row in rows:
+            board.put(self.candidate_of(row, old))
+        self.board = board
+
+    def _read_changed(self, since):
+        pk = self.model._meta.pk.name
+        seen = set()
+        for row in self.model.objects.filter(self.changed_q(since)).values(*self.fields):
+            seen.add(row[pk])
+            self.board.put(self.candidate_of(row, self.board))
+        changes = self.model.status_change_model.objects
+        ended = set(changes.filter(at__gt=since, new_status__in=(ChangeStatus.UNREGISTERED, ChangeStatus.EXPIRED))
+                    .values_list(pk, flat=True)) - seen
+        if ended:
+            back = set(self.model.objects.filter(pk__in=ended).values_list(pk, flat=True))
+            for key in ended - back:
+                self.board.remove(key)

@@ -1,0 +1,191 @@
+"""Which pool a request should go to (SPEC 14.3): pure, no database, no clock.
+
+What placement knows of each proxy is a ``PoolCandidate`` (read from the
+pool summary it sent last); a ``PoolBoard`` holds them as columns, as the
+Proxy's board holds instances. Steps:
+
+1. **Eligibility**, the first failing rule names the exclusion:
+   ``excluded`` (in the request's ``exclude``), ``stale`` (the proxy is past
+   its TTL), ``rejecting`` (its summary's ``pool_admission_state``),
+   ``model`` (its summary's ``engine.models`` does not list it).
+2. **Ranking**: the summary's ``engine.saturation``, lowest first, pools
+   without it after those with it; then alive instances, most first; then a
+   hash of the proxy id.
+3. **Verdict**: ``accept`` when some eligible pool has saturation < 1 (or
+   none known), ``shed`` when every one is at or over ``shed_pressure``
+   (a pool's saturation is at most 1, so with the default of 2 a fleet
+   queues rather than sheds), ``queue`` otherwise, ``unavailable`` when none
+   is eligible.
+"""
+
+import dataclasses
+import enum
+
+import numpy as np
+
+from controlplane.endpoints.placement import Decision, Verdict, stable_hash
+
+REASONS = {Verdict.ACCEPT: "lowest_saturation", Verdict.QUEUE: "all_saturated",
+           Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_pool"}
+
+
+class Rule(enum.Enum):
+    EXCLUDED = "excluded"
+    STALE = "stale"
+    REJECTING = "rejecting"
+    MODEL = "model"
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolCandidate:
+    proxy_id: str
+    host: str
+    port: int
+    last_seen_at: float
+    summary_at: float | None = None  # when its latest pool summary arrived
+    pool_admission_state: str | None = None
+    models: frozenset = frozenset()
+    saturation: float | None = None
+    alive_instances: int = 0
+
+    @property
+    def key(self):
+        return self.proxy_id
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolRequest:
+    model: str | None = None
+    count: int = 3
+    exclude: frozenset = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolPolicy:
+    ttl_s: float
+    shed_pressure: float = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RankedPool:
+    candidate: PoolCandidate
+    summary_age_s: float | None
+    reasons: tuple
+
+
+class PoolBoard:
+    """Every proxy placement knows of, as columns; a fleet is small, so each decision sorts its eligible pools."""
+
+    def __init__(self, capacity=64):
+        self._slot, self._free, self._candidates = {}, [], []
+        self._models = {}
+        self.present = np.zeros(capacity, dtype=bool)
+        self.last_seen = np.full(capacity, -np.inf)
+        self.rejecting = np.zeros(capacity, dtype=bool)
+        self.saturation = np.full(capacity, np.nan)
+        self.alive = np.zeros(capacity, dtype=np.int64)
+        self.id_hash = np.zeros(capacity, dtype=np.uint64)
+
+    def __len__(self):
+        return len(self._slot)
+
+    def get(self, proxy_id):
+        slot = self._slot.get(proxy_id)
+        return None if slot is None else self._candidates[slot]
+
+    def _grow(self):
+        for name in ("present", "last_seen", "rejecting", "saturation", "alive", "id_hash"):
+            old = getattr(self, name)
+            fill = {"last_seen": -np.inf, "saturation": np.nan}.get(name, 0)
+            column = np.full(2 * len(old), fill, dtype=old.dtype)
+            column[:len(old)] = old
+            setattr(self, name, column)
+
+    def put(self, candidate):
+        slot = self._slot.get(candidate.proxy_id)
+        if slot is None:
+            slot = self._free.pop() if self._free else len(self._candidates)
+            if slot == len(self._candidates):
+                self._candidates.append(None)
+                if slot >= len(self.present):
+                    self._grow()
+            self._slot[candidate.proxy_id] = slot
+            self.id_hash[slot] = stable_hash(candidate.proxy_id)
+        old = self._candidates[slot]
+        if old is None or old.models != candidate.models:
+            self._models = {}
+        self._candidates[slot] = candidate
+        self.present[slot] = True
+        self.last_seen[slot] = candidate.last_seen_at
+        self.rejecting[slot] = candidate.pool_admission_state == "rejecting"
+        self.saturation[slot] = np.nan if candidate.saturation is None else candidate.saturation
+        self.alive[slot] = candidate.alive_instances
+
+    def remove(self, proxy_id):
+        slot = self._slot.pop(proxy_id, None)
+        if slot is not None:
+            self._candidates[slot] = None
+            self.present[slot] = False
+            self._free.append(slot)
+            self._models = {}
+
+    def placed(self, proxy_id):
+        """Pools are ranked on what their summaries say; a placement changes nothing until the next one."""
+
+    def _serving(self, model):
+        mask = self._models.get(model)
+        if mask is None:
+            mask = np.array([c is not None and model in c.models for c in self._candidates], dtype=bool)
+            self._models[model] = mask
+        return mask
+
+    def decide(self, request, policy, now):
+        size = len(self._candidates)
+        remaining = self.present[:size].copy()
+        excluded = {}
+
+        def drop(rule, failing):
+            failed = remaining & failing
+            if failed.any():
+                excluded[rule.value] = int(np.count_nonzero(failed))
+                remaining[failed] = False
+
+        if request.exclude:
+            asked = np.zeros(size, dtype=bool)
+            asked[[self._slot[p] for p in request.exclude if p in self._slot]] = True
+            drop(Rule.EXCLUDED, asked)
+        drop(Rule.STALE, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        drop(Rule.REJECTING, self.rejecting[:size])
+        if request.model is not None:
+            drop(Rule.MODEL, ~self._serving(request.model))
+        eligible = np.flatnonzero(remaining)
+        excluded = dict(sorted(excluded.items()))
+        if not len(eligible):
+            return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], len(self), 0, excluded, [])
+        saturation = self.saturation[eligible]
+        unknown = np.isnan(saturation)
+        order = np.lexsort((self.id_hash[eligible], -self.alive[eligible], np.nan_to_num(saturation, nan=0.0),
+                            unknown))
+        best = order[:request.count].tolist()
+        if unknown.any() or saturation[~unknown].min() < 1:
+            verdict = Verdict.ACCEPT
+        elif saturation.min() >= policy.shed_pressure:
+            verdict = Verdict.SHED
+        else:
+            verdict = Verdict.QUEUE
+        ranked = [self._ranked(eligible[p], now) for p in best]
+        return Decision(verdict, REASONS[verdict], len(self), len(eligible), excluded, ranked)
+
+    def _ranked(self, slot, now):
+        candidate = self._candidates[slot]
+        reasons = ("saturation",) if candidate.saturation is not None else ("no_saturation_signal",)
+        age = None if candidate.summary_at is None else round(max(0.0, now - candidate.summary_at), 3)
+        return RankedPool(candidate, age, reasons)
+
+
+def decide(candidates, request, policy, now):
+    """Rank ``candidates`` for ``request`` at ``now`` on a board of their own."""
+    board = PoolBoard(capacity=max(1, len(candidates)))
+    for candidate in candidates:
+        board.put(candidate)
+    return board.decide(request, policy, now)

@@ -1,0 +1,84 @@
+"""The Scheduler's placement endpoint (SPEC 14.3): ``POST /v1/proxy/placement``, over this process's board of pools."""
+
+from django.conf import settings
+
+from controlplane import clock
+from controlplane.api.placement import PlacementView, placement_response
+from controlplane.endpoints.boards import LiveBoard
+from scheduler_app.models import Proxy
+from scheduler_app.openapi import placement_schema
+from scheduler_app.placement import PoolBoard, PoolCandidate, PoolPolicy, PoolRequest
+from scheduler_app.serializers import PoolPlacementSerializer
+
+FIELDS = ("proxy_id", "host", "port", "last_seen_at", "pool_resource_reported_at",
+          "pool_resource__pool_admission_state", "pool_resource__engine__saturation",
+          "pool_resource__engine__models", "pool_resource__instances__alive")
+
+
+def _number(value):
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def candidate_of(row):
+    """A proxy as placement sees it: what its latest pool summary says (defensively: it is the proxy's word)."""
+    models = row["pool_resource__engine__models"]
+    names = frozenset(entry["model"] for entry in models if isinstance(entry, dict)
+                      and isinstance(entry.get("model"), str)) if isinstance(models, list) else frozenset()
+    admission = row["pool_resource__pool_admission_state"]
+    alive = _number(row["pool_resource__instances__alive"])
+    return PoolCandidate(
+        proxy_id=row["proxy_id"], host=row["host"], port=row["port"], last_seen_at=row["last_seen_at"],
+        summary_at=row["pool_resource_reported_at"],
+        pool_admission_state=admission.lower() if isinstance(admission, str) else None,
+        models=names, saturation=_number(row["pool_resource__engine__saturation"]),
+        alive_instances=int(alive) if alive is not None and abs(alive) < 2**62 else 0,
+    )
+
+
+class ProxyBoard(LiveBoard):
+    """This web process's board of the fleet's pools (``BOARD``)."""
+
+    model = Proxy
+    fields = FIELDS
+
+    def new_board(self, capacity):
+        return PoolBoard(capacity=capacity)
+
+    def candidate_of(self, row, old_board):
+        return candidate_of(row)
+
+    def policy(self):
+        return PoolPolicy(ttl_s=Proxy.ttl_s(), shed_pressure=settings.FLEETWATCH_PLACEMENT_SHED_PRESSURE)
+
+
+BOARD = ProxyBoard()
+
+
+def pool_candidate_answer(ranked):
+    candidate = ranked.candidate
+    return {"proxy_id": candidate.proxy_id, "host": candidate.host, "port": candidate.port,
+            "saturation": candidate.saturation, "pool_admission_state": candidate.pool_admission_state,
+            "summary_age_s": ranked.summary_age_s, "reasons": list(ranked.reasons)}
+
+
+def pool_placement_body(decision, now):
+    verdict = decision.verdict.value
+    return {"ok": verdict in ("accept", "queue"), "verdict": verdict, "reason": decision.reason,
+            "generated_at": now, "considered": decision.considered, "eligible": decision.eligible,
+            "excluded": decision.excluded, "candidates": [pool_candidate_answer(r) for r in decision.answered]}
+
+
+class PoolPlacementView(PlacementView):
+    """``POST /v1/proxy/placement``: which pool of the fleet a request should go to."""
+
+    body_serializer = PoolPlacementSerializer
+
+    @placement_schema
+    def post(self, request):
+        return super().post(request)
+
+    def answer(self, data):
+        now = clock.now()
+        request = PoolRequest(model=data["model"], count=data["count"], exclude=frozenset(data["exclude"]))
+        decision = BOARD.decide(request, now)
+        return placement_response(decision.verdict.value, pool_placement_body(decision, now))
