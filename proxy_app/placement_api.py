@@ -86,15 +86,17 @@ META_KEYS = {field: "HTTP_" + header.upper().replace("-", "_") for field, header
 def endpoint_fields(request):
     """The placement body of a ``GET /v1/placement/endpoint``, from its query and headers, still unvalidated.
 
-    An empty value is no value (nginx sends no header for an empty variable); ``exclude`` may repeat.
+    A query parameter wins over its header; an empty value is a value (a 400), as nginx sends no header for
+    an empty variable. ``exclude`` may repeat.
     """
-    data = {}
-    for field in (*META_KEYS, "count"):
-        value = request.GET.get(field) or request.META.get(META_KEYS.get(field, ""), "")
-        if value:
-            data[field] = value
-    data.setdefault("count", ENDPOINT_COUNT)
-    data["exclude"] = [instance_id for instance_id in request.GET.getlist("exclude") if instance_id]
+    data = {"count": ENDPOINT_COUNT, "exclude": request.GET.getlist("exclude")}
+    for field, key in META_KEYS.items():
+        if field in request.GET:
+            data[field] = request.GET[field]
+        elif key in request.META:
+            data[field] = request.META[key]
+    if "count" in request.GET:
+        data["count"] = request.GET["count"]
     return data
 
 

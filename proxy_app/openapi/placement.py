@@ -89,8 +89,9 @@ feedback_schema = write_operation(
 def endpoint_parameters():
     """The query parameters and request headers of ``GET /v1/placement/endpoint``, with the answer's headers."""
     fields = {
-        "model": {"type": "string", "maxLength": MODEL_LENGTH}, "adapter": {"type": "string", "maxLength": 255},
-        "session_key": {"type": "string", "maxLength": SESSION_KEY_LENGTH},
+        "model": {"type": "string", "minLength": 1, "maxLength": MODEL_LENGTH},
+        "adapter": {"type": "string", "minLength": 1, "maxLength": 255},
+        "session_key": {"type": "string", "minLength": 1, "maxLength": SESSION_KEY_LENGTH},
         "prompt_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT},
         "max_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT},
     }
@@ -101,7 +102,7 @@ def endpoint_parameters():
                          default=ENDPOINT_COUNT, description="Candidates to answer; one by default (nginx's "
                                                              "`proxy_pass` takes one address)."),
         OpenApiParameter("exclude", {"type": "array", "maxItems": MAX_EXCLUDE,
-                                     "items": {"type": "string", "maxLength": NAME_LENGTH}},
+                                     "items": {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH}},
                          OpenApiParameter.QUERY, explode=True,
                          description="Instance ids to leave out; repeat it for more than one."),
     ]
@@ -139,7 +140,7 @@ endpoint_schema = extend_schema(
     tags=PLACEMENT,
     description=(
         "`POST /v1/placement` as a GET without a body, in the shape nginx's `auth_request` takes: the fields come "
-        "from query parameters or `X-Fleetwatch-*` request headers (the query wins; an empty value is none), "
+        "from query parameters or `X-Fleetwatch-*` request headers (the query wins), "
         "one candidate by default. accept and queue are a 200 with `x-gateway-destination-endpoint`; shed and "
         "unavailable a **403** (auth_request passes only 2xx, 401 and 403) whose `x-fleetwatch-verdict` says "
         "which, for nginx to answer its client 429 or 503 (docs/placement.md, deploy/nginx/). The body is the "
