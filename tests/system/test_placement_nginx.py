@@ -3,7 +3,7 @@ as documented, in front of two serving backends (tiny HTTP servers that say who 
 
 Requests land where placement says (the less pressed backend); a backend that stops answering gets its
 errors posted as feedback by nginx, is fenced after three and gets nothing more, even once it answers again;
-a shed pool is a 429 for the client, a model nobody serves a 503.
+a shed pool is a 429 for the client, a model nobody serves a 503, a Proxy that cannot be asked a 502.
 """
 
 import json
@@ -179,6 +179,11 @@ def test_it_sends_each_request_where_placement_says_and_fences_a_failing_backend
         # A session key the Proxy refuses (over 256 characters) is the client's 400.
         assert router.complete(**{"X-Session-Key": "k" * 300}).status_code == 400
         assert (left.hits, right.hits) == (0, 4)
+
+        # The Proxy gone: nginx cannot ask, and says so.
+        server.stop()
+        failed = router.complete()
+        assert (failed.status_code, failed.json()["error"]) == (502, "placement_failed")
     finally:
         router.stop()
         left.stop()
