@@ -5,7 +5,7 @@ from controlplane.clock import ago, date_and_age
 from controlplane.endpoints.admin import ReadOnlyAdminMixin, RegisteredEndpointAdmin, StatusChangeAdmin, pretty_json
 from controlplane.figures import MISSING, percent_text
 from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
-from proxy_app.fences import effective_fence
+from proxy_app.fences import fence_of
 from proxy_app.models import (
     Instance,
     InstanceMinute,
@@ -52,11 +52,7 @@ class InstanceAdmin(RegisteredEndpointAdmin):
     @admin.display(description="fenced", ordering="fenced")
     def fence(self, obj):
         """As placement sees it (SPEC 14.2): the stored fence, or a report's trouble not swept yet."""
-        resource = obj.latest_resource
-        fenced, reason = effective_fence(
-            obj.fenced, obj.fence_reason, obj.had_ok_engine, *(
-                (resource.engine_count, resource.engine_ok_count, resource.engine_status, resource.gpu_error_count)
-                if resource else (None, None, None, None)))
+        fenced, reason = fence_of(obj)
         return f"fenced: {reason}" if fenced else "–"
 
     @admin.display(description="capabilities")

@@ -90,6 +90,22 @@ def effective_fence(fenced, fence_reason, had_ok_engine, engine_count, engine_ok
     return False, None
 
 
+def fence_of(instance):
+    """``effective_fence`` of an ``Instance`` read with its resource row (the pages, the admin)."""
+    resource = instance.latest_resource
+    figures = (resource.engine_count, resource.engine_ok_count, resource.engine_status, resource.gpu_error_count) \
+        if resource is not None else (None, None, None, None)
+    return effective_fence(instance.fenced, instance.fence_reason, instance.had_ok_engine, *figures)
+
+
+def effective_fence_q():
+    """``effective_fence`` as a filter on Instance rows: the pool page's "fenced" filter
+    (``tests/pages/test_fence_marks.py`` checks that the two agree)."""
+    no_ok_engine = Q(resource__engine_ok_count=0) | Q(resource__engine_ok_count__isnull=True)
+    return (Q(fenced=True) | Q(resource__gpu_error_count__gt=0)
+            | (Q(had_ok_engine=True, resource__engine_count__gt=0) & no_ok_engine))
+
+
 SWEPT_FIELDS = (*STATE_FIELDS, "instance_id", "resource__resource_reported_at", "resource__engine_count",
                 "resource__engine_ok_count", "resource__engine_status", "resource__gpu_error_count")
 

@@ -8,6 +8,9 @@ what is the pool's own is here:
   queries with the recorder's row, 5 without, whatever the pool's size.
 - ``rows``: one page of instances with their resource columns (the kit's
   COUNT and page query: 10,000 instances cost what 10 do).
+- ``list_panels``: the "where would a request go" panel
+  (``proxy_app.placement_pages``), answered by this process's placement
+  board as a dry run: no query when the board is fresh, else its refresh.
 - ``detail``: one instance with its latest snapshot taken apart for
   display, its status changes and its list row: 3 queries.
 """
@@ -24,7 +27,7 @@ from controlplane.pages.charts import POOL_CHARTS, chart
 from controlplane.pages.kit import EntryDashboard
 from controlplane.pages.lists import STATE, ListQuery, Sort
 from controlplane.series.pool_summary import pool_view
-from proxy_app import pool
+from proxy_app import fences, placement_pages, pool
 from proxy_app.history import INSTANCES, POOL, latest_pool_resource
 from proxy_app.host_view import host_view
 from proxy_app.listing import instance_rows
@@ -46,11 +49,12 @@ INSTANCE_CHARTS = (
 
 @dataclass(frozen=True)
 class PoolQuery(ListQuery):
-    """``/pool/``'s filters: status, admission, with resources only, with a waiting queue, search; sort;
-    page; view."""
+    """``/pool/``'s filters: status, admission, with resources only, with a waiting queue, fenced, search;
+    sort; page; view."""
 
     reporting: bool = False
     queued: bool = False
+    fenced: bool = False
     view: str = "table"
 
     SORTS = {
@@ -90,7 +94,12 @@ class PoolPages(EntryDashboard):
             entries = entries.filter(resource__has_raw_resource=True, resource__resource_reported_at__isnull=False)
         if query.queued:
             entries = entries.filter(resource__requests_waiting__gt=0)
+        if query.fenced:
+            entries = entries.filter(fences.effective_fence_q())
         return entries
+
+    def list_panels(self, request, now):
+        return placement_pages.page_context(request.GET, now)
 
     def overview(self, now):
         """The summary cards' values: pool_resource, status counts, the scheduler link."""
@@ -118,8 +127,11 @@ class PoolPages(EntryDashboard):
     def summary(self, instance, now):
         """One instance as a pool row or card: status, ages and the resource columns."""
         resource = instance.latest_resource
+        fenced, fence_reason = fences.fence_of(instance)
         row = {
             "instance_id": instance.instance_id,
+            "fenced": fenced,
+            "fence_reason": fence_reason,
             "address": instance.address,
             "status": instance.status_now(now).value,
             "last_seen_at": instance.last_seen_at,
@@ -157,6 +169,21 @@ class PoolPages(EntryDashboard):
             })
         return row
 
+    def fence(self, instance):
+        """The fence card's figures (SPEC 14.2). ``stored`` is false while the trouble of a report keeps the
+        instance out before the recorder has written the fence: it is fenced since that report."""
+        resource = instance.latest_resource
+        return {
+            "stored": instance.fenced,
+            "since": instance.fence_changed_at if instance.fenced else
+            resource.resource_reported_at if resource is not None else None,
+            "changed_at": instance.fence_changed_at,
+            "router_errors": instance.fence_errors,
+            "errors_to_fence": settings.FLEETWATCH_FENCE_ERRORS,
+            "quiet_since": instance.fence_quiet_since,
+            "recovery_s": settings.FLEETWATCH_FENCE_RECOVERY_S,
+        }
+
     def detail(self, entry_id, now):
         instance = Instance.objects.select_related("resource", "snapshot").filter(pk=entry_id).first()
         if instance is None:
@@ -178,6 +205,7 @@ class PoolPages(EntryDashboard):
             "capabilities": full_view(instance.capabilities),
             "capability_fingerprint": instance.capability_fingerprint,
             "ttl_s": Instance.ttl_s(),
+            "fence": self.fence(instance),
             "changes": self.status_changes(entry_id),
             # Exactly the instance's /v1/instance/list row, as plain values for the JSON block.
             "row": orjson.loads(orjson.dumps(instance_rows(Instance.objects.filter(pk=instance.pk), now)[0])),

@@ -78,6 +78,17 @@ class InstanceBoard(LiveBoard):
     def changed_q(self, since):
         return Q(last_seen_at__gt=since) | Q(fence_changed_at__gt=since)
 
+    def served(self):
+        """``(models, adapters)`` served by some instance on the board as of its last refresh (a ``decide``'s),
+        sorted: what the pool page's placement panel offers to ask for."""
+        with self._lock:
+            candidates = [self.board.get(instance_id) for instance_id in self.board.ids()]
+        models, adapters = set(), set()
+        for candidate in candidates:
+            models |= candidate.models
+            adapters |= candidate.adapters
+        return sorted(models), sorted(adapters)
+
     def policy(self):
         return Policy(
             ttl_s=Instance.ttl_s(), heartbeat_interval_s=Instance.heartbeat_interval_s(),

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from proxy_app import agent_pages
+from proxy_app import agent_pages, placement_pages
 from proxy_app.pages import POOL_PAGES
 from proxy_app.placement_api import FeedbackView, InstancePlacementView, PlacementEndpointView
 from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView
@@ -20,6 +20,7 @@ urlpatterns = [
     *router.urls,
     # The dashboards (SPEC 8): pages, and the fragments and chart data they poll.
     *POOL_PAGES.urls(),
+    path("pool/placement", placement_pages.placement_fragment, name="pool-placement"),
     path("agent/", agent_pages.agent_page, name="local-agent"),
     path("agent/status", agent_pages.agent_status, name="local-agent-status"),
     path("agent/start", agent_pages.agent_start, name="local-agent-start"),

@@ -7,6 +7,8 @@ what is the fleet's own is here:
   alive proxies' latest summaries: 2 queries.
 - ``rows``: one page of proxies with a trend sparkline each from the stored
   series (the kit's COUNT and page query, and one for the trends).
+- ``list_panels``: the "which pool would a request go to" panel
+  (``scheduler_app.placement_pages``), the board of pools asked as a dry run.
 - ``detail``: one proxy, its summary taken apart, its status changes: 2 queries.
 
 A summary is stored as the proxy sent it (SPEC 6), so it is read through
@@ -21,6 +23,7 @@ from controlplane.pages.charts import POOL_CHARTS
 from controlplane.pages.kit import EntryDashboard
 from controlplane.pages.lists import STATE, ListQuery, Sort
 from controlplane.series.pool_summary import COUNT_FIGURES, pool_view, summary_columns
+from scheduler_app import placement_pages
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import PoolResourceSample, Proxy
 from scheduler_app.serializers import proxy_row
@@ -101,6 +104,9 @@ class FleetPages(EntryDashboard):
     admission_field = "pool_resource__pool_admission_state"
     admission_label = "Pool admission"
     entry_charts, entry_series = POOL_CHARTS, PROXY_POOLS
+
+    def list_panels(self, request, now):
+        return placement_pages.page_context(request.GET, now)
 
     def overview(self, now):
         """Proxies per status, and instances and admission states summed over the alive proxies."""

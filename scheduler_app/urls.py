@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from scheduler_app import placement_pages
 from scheduler_app.pages import FLEET_PAGES
 from scheduler_app.placement_api import PoolPlacementView
 from scheduler_app.views import FleetDebugViewSet, ProxyViewSet
@@ -15,4 +16,5 @@ urlpatterns = [
     path("v1/proxy/placement", PoolPlacementView.as_view(), name="proxy-placement"),
     *router.urls,
     *FLEET_PAGES.urls(),
+    path("fleet/placement", placement_pages.placement_fragment, name="fleet-placement"),
 ]

@@ -18,7 +18,8 @@ polls. An app subclasses ``EntryDashboard`` and declares:
 - what the charts draw: ``list_charts`` of ``list_series``, ``entry_charts``
   of ``entry_series``;
 - the app's own figures: ``entries()`` (the queryset a list starts from),
-  ``overview(now)``, ``rows(entries, now)`` and ``detail(entry_id, now)``.
+  ``overview(now)``, ``rows(entries, now)`` and ``detail(entry_id, now)``;
+  and, if it has panels of its own on the list page, ``list_panels(request, now)``.
 
 The views, their one access rule, the URLs, the list's filtering, sorting and
 paging, the status counts and changes, and the 404s are the kit's, the same
@@ -120,6 +121,10 @@ class EntryDashboard:
         """The app's own filters of ``query`` (none unless declared)."""
         return entries
 
+    def list_panels(self, request, now):
+        """The context of the app's own panels on the list page (``{% block panels %}``), none unless declared."""
+        return {}
+
     def exists(self, entry_id):
         return self.model.objects.filter(pk=entry_id).exists()
 
@@ -161,6 +166,7 @@ class EntryDashboard:
             "admissions": self.query.ADMISSIONS,
             "sorts": self.query.sort_labels(),
             "per_page_choices": PER_PAGE_CHOICES,
+            **self.list_panels(request, now),
         }
         if self.list_series is not None:
             context.update(self.charts_context(request, self.list_charts, reverse(self.url_name("series"))))

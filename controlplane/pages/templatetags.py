@@ -32,6 +32,8 @@ TONES = {
     # A serving engine's scrape (SPEC 13).
     "unreachable": "crit", "timeout": "crit", "http_error": "crit", "bad_format": "crit",
     "unregistered": "muted", "stopped": "muted",
+    # Placement and fencing (SPEC 14).
+    "accept": "ok", "queue": "warn", "shed": "crit", "unavailable": "crit", "fenced": "crit", "unfenced": "ok",
 }
 
 # The unit ladders of the filters below: (below, size, unit, digits), the last takes any number.
@@ -165,6 +167,21 @@ def tone(word):
     if not isinstance(word, str):
         return "muted"
     return TONES.get(word.strip().lower(), "muted")
+
+
+@register.filter
+def fence_words(reason):
+    """A fence or unfence reason (SPEC 14.2) in words, or "" for any other reason."""
+    if not isinstance(reason, str):
+        return ""
+    if reason == "gpu_error":
+        return "a GPU reports health error"
+    for prefix, words in (("engine_", "no engine is ok ({})"), ("router_", "router errors in a row, the last: {}")):
+        if reason.startswith(prefix):
+            return words.format(reason[len(prefix):].replace("_", " "))
+    if reason.startswith("recovered_after_"):
+        return f"clean for {reason[len('recovered_after_'):].rstrip('s')} s"
+    return ""
 
 
 @register.filter

@@ -2,18 +2,21 @@
 
 A staff user logs in, goes from the fleet to one proxy, to its pool, to one
 instance and its GPUs; sees a new snapshot arrive without a reload; filters
-and searches the pool; starts and stops a real local agent. No page logs a
+and searches the pool; asks the pool's and the fleet's placement panels and
+sees them follow the pool; starts and stops a real local agent. No page logs a
 JavaScript error (the ``browser`` fixture fails the test otherwise). The
 last test walks every page in both themes and saves the screenshots under
 var/screenshots/ (``./fw screenshots``: docs/screenshots/). Every wait is on a condition, never a fixed sleep.
 """
 
 import re
+import time
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.factories import make_engine, make_snapshot
 from tests.live import free_port, wait_for
 
 pytestmark = pytest.mark.live
@@ -162,6 +165,56 @@ def test_it_starts_and_stops_a_local_agent(fleet, browser):
     # It unregistered on SIGTERM, as the agent does.
     wait_for(lambda: all(row["instance_id"] != f"hp_{listen}" for row in fleet.server.get("/v1/instance/list")),
              timeout_s=60, message="the stopped agent to unregister")
+
+
+def report_engine_host(fleet, waiting):
+    """eng-node-04: one fresh report of a host whose vLLM serves llama-3.1-70b with ``waiting`` queued."""
+    now_ms = int(time.time() * 1000)
+    engine = make_engine(url="http://127.0.0.1:8000", model="llama-3.1-70b", scraped_at_ms=now_ms - 100,
+                         requests_waiting=waiting, requests_running=3, kv_cache_usage_ratio=0.2)
+    response = fleet.server.post("/v1/instance/resource_snapshot", {
+        "instance_id": "eng-node-04", "snapshot": make_snapshot(engines=[engine], timestamp_ms=now_ms),
+        "metadata": {"reported_instance_id": "eng-node-04"}})
+    assert response.status_code == 200, response.text
+
+
+def test_the_placement_panel_answers_the_form_and_follows_the_pool_live(fleet, browser):
+    page = browser.page
+    page.goto("/pool/")
+    page.evaluate("window.__sameDocument = true")
+    # The 8-GPU host serves the model, but its GPU in error fences it: marked in the table, kept out here.
+    expect(page.locator("tr[data-instance-id=gpu-node-01] [data-testid=fenced]")).to_have_attribute(
+        "title", re.compile("a GPU reports health error"))
+    verdict, counts = page.locator("[data-testid=placement-verdict]"), page.locator("[data-testid=placement-counts]")
+    page.select_option("[data-testid=placement-model]", "llama-3.1-70b")
+    expect(verdict).to_have_text("unavailable")
+    expect(counts).to_contain_text("fenced 1")
+
+    assert fleet.server.post("/v1/instance/register", {"instance_id": "eng-node-04", "host": "10.0.4.14",
+                                                       "port": 8004}).status_code == 200
+    try:
+        report_engine_host(fleet, waiting=1)  # the panel's next refresh ranks it, no reload
+        expect(verdict).to_have_text("accept")
+        expect(page.locator("[data-testid=placement-table] tbody tr").first).to_contain_text("eng-node-04")
+        expect(page.locator("[data-testid=placement-pressure]").first).to_contain_text("0.250")  # KV 0.2 ÷ 0.8
+        page.fill("[data-testid=placement-session]", "user-7")
+        expect(page.locator("[data-testid=placement-reason]")).to_have_text("session_affinity")
+        report_engine_host(fleet, waiting=20)  # pressure 4: over the shed pressure of 2
+        expect(verdict).to_have_text("shed")
+        expect(page.locator("[data-testid=placement-table] tbody tr.is-stale")).to_have_count(1)
+    finally:
+        fleet.server.post("/v1/instance/unregister", {"instance_id": "eng-node-04"})
+    expect(verdict).to_have_text("unavailable")
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_the_fleet_page_ranks_the_pools(fleet, browser):
+    page = browser.page
+    page.goto("/fleet/")
+    ranked = page.locator("#fleet-placement [data-testid=placement-table] tbody tr")
+    expect(ranked.first).to_contain_text("pool-c")  # saturation 28 % before pool-b's 82 %
+    expect(ranked.nth(1)).to_contain_text("pool-b")
+    expect(page.locator("#fleet-placement [data-testid=placement-counts]")).to_contain_text("stale 1")  # pool-gone
 
 
 # (screenshot name, path, the answer's status, whether its charts have a history by now)

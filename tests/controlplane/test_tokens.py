@@ -116,6 +116,12 @@ def test_it_prints_a_new_token_alone_on_the_last_line(frozen):
     assert (grant.name, grant.scope, grant.instance_ids) == ("gpu-host-7", "instance", frozenset({"i-7", "i-8"}))
 
 
+def test_it_creates_a_route_token_for_routers(frozen):
+    secret = run("create_token", "--scope", "route", "--name", "gateway-1")[0].splitlines()[-1]
+    assert (verify_token(secret).scope, ApiToken.objects.get().get_scope_display()) == (
+        "route", "route (routers asking for placement and reporting outcomes)")
+
+
 def test_it_refuses_a_second_live_token_of_the_same_name(frozen):
     run("create_token", "--scope", "read", "--name", "grafana")
     with pytest.raises(CommandError, match="already"):

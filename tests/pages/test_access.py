@@ -10,15 +10,15 @@ from tests.factories import make_pool_resource
 pytestmark = pytest.mark.django_db
 
 PAGES = [
-    "/pool/", "/pool/summary", "/pool/rows", "/pool/series?range=15m",
+    "/pool/", "/pool/summary", "/pool/rows", "/pool/series?range=15m", "/pool/placement?model=tiny",
     "/pool/instances/i-1/", "/pool/instances/i-1/live", "/pool/instances/i-1/series",
-    "/fleet/", "/fleet/summary", "/fleet/rows",
+    "/fleet/", "/fleet/summary", "/fleet/rows", "/fleet/placement",
     "/fleet/proxies/pxy-a/", "/fleet/proxies/pxy-a/live", "/fleet/proxies/pxy-a/series",
 ]
 AGENT_PAGES = ["/agent/", "/agent/status"]
 DASHBOARD_VIEWS = {
     "pool", "pool-summary", "pool-rows", "pool-series", "pool-instance", "pool-instance-live", "pool-instance-series",
-    "fleet", "fleet-summary", "fleet-rows", "fleet-proxy", "fleet-proxy-live", "fleet-proxy-series",
+    "pool-placement", "fleet", "fleet-summary", "fleet-rows", "fleet-placement", "fleet-proxy", "fleet-proxy-live", "fleet-proxy-series",
     "local-agent", "local-agent-status", "local-agent-start", "local-agent-stop",
 }
 

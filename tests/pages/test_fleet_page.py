@@ -129,4 +129,6 @@ def test_it_reads_the_same_number_of_queries_for_2_or_30_proxies(staff, frozen, 
     add(2, 0)
     few = queries()
     add(28, 2)
-    assert queries() == few <= 7
+    # /fleet/ reads two more for its placement panel: the board of pools (on every request here, where its
+    # refresh setting is 0) and the models the pools serve
+    assert queries() == few <= (9 if path == "/fleet/" else 7)

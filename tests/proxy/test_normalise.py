@@ -425,3 +425,12 @@ def test_it_reads_magnitudes_no_host_could_measure_as_null(value):
 def test_it_keeps_large_but_real_quantities():
     columns = normalise(make_snapshot(total_mb=2.0**40))  # a petabyte of memory, in MiB
     assert columns["memory_total_mb"] == 2.0**40
+
+
+def test_it_counts_the_gpus_whose_health_is_error_for_placement():
+    gpus = [make_gpu(0), make_gpu(1, health="ERROR"), make_gpu(2, health="degraded"), make_gpu(3, health=None)]
+    assert normalise_snapshot(make_snapshot(gpus=gpus), {}, T0)["gpu_error_count"] == 1
+    assert normalise_snapshot(make_snapshot(gpus=[]), {}, T0)["gpu_error_count"] == 0
+    without = make_snapshot()
+    del without["devices"]["gpu"]
+    assert normalise_snapshot(without, {}, T0)["gpu_error_count"] is None  # no list: unknown, not 0
