@@ -21,7 +21,8 @@ it (granian, a worker per CPU), wrk at concurrency 16 from this machine:
    against the same snapshots without, alternated;
 3. at ``--pool-size`` reporting instances: ``GET /debug/pool_resource`` at
    concurrency 4 (fresh on every read), the full ``/v1/instance/list``, one
-   page of 100 at offset 5,000, the pool page and its rows fragment;
+   page of 100 at offset 5,000, 1,000 unregisters sent at once (``bench/unregister.py``),
+   the pool page and its rows fragment;
 4. history: 24 h of minute rollups and 15 min of full resolution for every
    instance of the pool (generated in the database), the read time of each
    history endpoint, and the disk they take per instance-day.
@@ -54,6 +55,7 @@ from bench.common import (  # noqa: E402
     wrk,
 )
 from bench.history_seed import seed_history  # noqa: E402
+from bench.unregister import mass_unregister  # noqa: E402
 
 INGEST_PATH = "/v1/instance/resource_snapshot"
 # The original's ingest against Fleetwatch's own /healthz in the issue's side-by-side run (issue 23:
@@ -166,12 +168,14 @@ def curl_seconds(url, count, token):
     return statistics.median(times[1:])
 
 
-def pool_reads(args, deployment, on, off, reader):
+def pool_reads(args, deployment, on, off, reader, token):
     seed_pool(deployment, args.pool_size, args.gpus)
     size = f"{args.pool_size:,}"
     result = wrk(on.url, "GET", "/debug/pool_resource", args.seconds, token=reader, threads=1, connections=4)
     p50 = result["p50_us"] / 1000
     row(f"GET /debug/pool_resource, {size} instances, c4: p50", f"{p50:.1f} ms", "≤ 10.5 ms", p50 <= 10.5)
+    alone = timed_gets(on.url, "/debug/pool_resource", 30, token=reader)["p50"]
+    row("  the same, one client: p50", f"{alone:.1f} ms")
     full_path = "/v1/instance/list?include_dead=true"
     full = curl_seconds(on.url + full_path, 5, reader)
     size_mb = len(requests.get(on.url + full_path, headers={"Authorization": f"Bearer {reader}"},
@@ -182,6 +186,9 @@ def pool_reads(args, deployment, on, off, reader):
     row("  the same read by Python requests (its own decoding included)", f"{in_python:.2f} s")
     page = timed_gets(on.url, "/v1/instance/list?include_dead=true&limit=100&offset=5000", 30, token=reader)
     row("one page of 100 at offset 5,000", f"{page['p50']:.1f} ms", "≤ 15 ms", page["p50"] <= 15)
+    leaving = mass_unregister(on.url, token)
+    row(f"1,000 unregisters at once (64 connections), {size} instances: p50", f"{leaving['p50_ms']:.0f} ms "
+        f"(p99 {leaving['p99_ms']:.0f} ms, {leaving['total_s']:.2f} s in all)", "≤ 100 ms", leaving["p50_ms"] <= 100)
     recorder = Recorder(deployment)  # the pages read its newest pool summary, as under up
     try:
         for path in ("/pool/", "/pool/rows", "/pool/rows?sort=cpu&page=150"):
@@ -234,7 +241,7 @@ def main():
         with_recorder(args, deployment, on, token, ingest)
         with_engines(args, on, token)
         if not args.only_engines:
-            pool_reads(args, deployment, on, off, reader)
+            pool_reads(args, deployment, on, off, reader, token)
         if not (args.skip_history or args.only_engines):
             history_reads(args, deployment, on, reader)
     finally:

@@ -1,8 +1,9 @@
 """Snapshot ingest (SPEC 3, 3.1): the hot path of the Proxy.
 
 One report is normalised (``normalise_snapshot``, pure), then stored with one
-contact UPDATE and two upserts, its columns and the snapshot as sent (on
-PostgreSQL all three in one statement). Only an instance that is unknown,
+contact UPDATE and two upserts, its columns and the snapshot as sent: one
+statement on PostgreSQL, one write transaction on SQLite
+(``ingest_sql.touch_and_store``). Only an instance that is unknown,
 or not stored as alive within its TTL, takes the slower path that revives it
 and records its status changes.
 """
@@ -33,15 +34,12 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
     columns = normalise_snapshot(snapshot, metadata, now)
     # Encoded before the transaction: SQLite's write lock is held briefly.
     raw_json = orjson.dumps(columns["raw_resource"]).decode()
-    if ingest_sql.one_statement_supported():
-        touched, stored = ingest_sql.touch_and_store(instance_id, columns, raw_json, now)
-        if touched:
-            return _result(stored)
-        contact = Instance.objects.revive  # the contact UPDATE already found it not alive
-    else:
-        contact = Instance.objects.touch
+    touched, stored = ingest_sql.touch_and_store(instance_id, columns, raw_json, now)
+    if touched:
+        return _result(stored)
     with transaction.atomic():
-        if not contact(instance_id, now, ChangeReason.SNAPSHOT):
+        # The contact UPDATE found it unknown or not alive: revive it, recording its status changes.
+        if not Instance.objects.revive(instance_id, now, ChangeReason.SNAPSHOT):
             return IngestResult.UNKNOWN
         stored = ingest_sql.store_latest(instance_id, columns, raw_json)
     return _result(stored)

@@ -90,14 +90,9 @@ def store_latest(instance_id, columns, raw_json):
     return True
 
 
-def one_statement_supported():
-    """PostgreSQL can touch and upsert in one statement (a data-modifying CTE)."""
-    return connection.vendor == "postgresql"
-
-
 @functools.lru_cache(maxsize=4)
 def _touch_and_store_sql(vendor):
-    """PostgreSQL: touch an alive instance, upsert its resource and its snapshot in one round trip.
+    """PostgreSQL: touch an alive instance, upsert its resource and its snapshot in one statement.
 
     Saves BEGIN, COMMIT and statements' round trips on the hot path; the
     statement is atomic by itself. Answers (touched, stored) counts.
@@ -120,9 +115,26 @@ def _touch_and_store_sql(vendor):
 
 
 def touch_and_store(instance_id, columns, raw_json, now):
-    """(touched, stored) for an instance stored as alive; (0, 0) sends the caller the slow way."""
-    params = [*touch_alive_params(Instance, instance_id, now, {}), *_upsert_values(columns), raw_json]
-    with connection.cursor() as cursor:
-        cursor.execute(_touch_and_store_sql(connection.vendor), params)
-        touched, stored = cursor.fetchone()
-    return touched, stored
+    """(touched, stored) for an instance stored as alive; (0, 0) sends the caller the slow way.
+
+    One statement on PostgreSQL (atomic by itself). SQLite has no
+    data-modifying CTE: the contact UPDATE and the two upserts, each cached,
+    in one ``BEGIN IMMEDIATE`` … ``COMMIT`` through the writer queue
+    (``sqlite_backend.write_transaction``), without ``atomic``'s bookkeeping.
+    Either way the report is committed before the caller answers.
+    """
+    touch_params = touch_alive_params(Instance, instance_id, now, {})
+    values = _upsert_values(columns)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_touch_and_store_sql(connection.vendor), [*touch_params, *values, raw_json])
+            return cursor.fetchone()
+    with connection.write_transaction(), connection.cursor() as cursor:
+        cursor.execute(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params)
+        if cursor.rowcount != 1:
+            return 0, 0
+        cursor.execute(_upsert_sql(connection.vendor), [instance_id, *values])
+        if cursor.rowcount != 1:
+            return 1, 0
+        cursor.execute(_snapshot_sql(connection.vendor), [instance_id, raw_json])
+    return 1, 1

@@ -1,14 +1,22 @@
-"""The Proxy's placement endpoints (SPEC 14.1, 14.2): ``POST /v1/placement`` and ``POST /v1/placement/feedback``."""
+"""The Proxy's placement endpoints (SPEC 14.1, 14.2): ``POST /v1/placement`` and ``POST /v1/placement/feedback``,
+and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``auth_request`` takes."""
+
+import json
+
+from rest_framework import exceptions
+from rest_framework.views import APIView
 
 from controlplane import clock
+from controlplane.api import errors
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access
 from controlplane.api.hot_path import HotWriteView, json_response
-from controlplane.api.placement import PlacementView, placement_response
+from controlplane.api.placement import VERDICT_HEADER, PlacementView, placement_response
 from controlplane.api.tokens import Scope
 from proxy_app import fences
-from proxy_app.openapi.placement import feedback_schema, placement_schema
+from proxy_app.openapi.placement import endpoint_schema, feedback_schema, placement_schema
 from proxy_app.placement import Request
 from proxy_app.placement_board import BOARD
-from proxy_app.serializers import FeedbackSerializer, PlacementSerializer
+from proxy_app.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, FeedbackSerializer, PlacementSerializer
 
 
 def candidate_answer(ranked):
@@ -57,9 +65,97 @@ class InstancePlacementView(PlacementView):
         return super().post(request)
 
     def answer(self, data):
-        now = clock.now()
-        decision = BOARD.decide(request_of(data), now)
-        return placement_response(decision.verdict.value, placement_body(decision, now))
+        return placement_response(*placement_of(data))
+
+
+def placement_of(data):
+    """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
+    now = clock.now()
+    decision = BOARD.decide(request_of(data), now)
+    return decision.verdict.value, placement_body(decision, now)
+
+
+# nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,
+# so the GET variant refuses (shed, unavailable) with a 403 and names the verdict in a header nginx maps.
+ENDPOINT_REFUSAL_STATUS = 403
+INSTANCE_HEADER = "x-fleetwatch-instance-id"
+INVALID_VERDICT = "invalid"
+META_KEYS = {field: "HTTP_" + header.upper().replace("-", "_") for field, header in ENDPOINT_HEADERS.items()}
+
+
+def endpoint_fields(request):
+    """The placement body of a ``GET /v1/placement/endpoint``, from its query and headers, still unvalidated.
+
+    A query parameter wins over its header; an empty value is a value (a 400), as nginx sends no header for
+    an empty variable. ``exclude`` may repeat.
+    """
+    data = {"count": ENDPOINT_COUNT, "exclude": request.GET.getlist("exclude")}
+    for field, key in META_KEYS.items():
+        if field in request.GET:
+            data[field] = request.GET[field]
+        elif key in request.META:
+            data[field] = request.META[key]
+    if "count" in request.GET:
+        data["count"] = request.GET["count"]
+    return data
+
+
+def endpoint_response(verdict, body):
+    """The POST's answer with a 403 for shed and unavailable, the verdict in ``x-fleetwatch-verdict`` and the
+    first candidate's id in ``x-fleetwatch-instance-id`` (what nginx needs to post feedback)."""
+    response = placement_response(verdict, body)
+    if not body["ok"]:
+        response.status_code = ENDPOINT_REFUSAL_STATUS
+    response[VERDICT_HEADER] = verdict
+    if body["candidates"]:
+        response[INSTANCE_HEADER] = json_string_contents(body["candidates"][0]["instance_id"])
+    return response
+
+
+def json_string_contents(text):
+    """``text`` as it stands between the quotes of a JSON string, in ASCII: the id itself unless it holds quotes,
+    backslashes, control or non-ASCII characters, and always safe in a header and inside nginx's ``proxy_set_body``."""
+    return json.dumps(text)[1:-1]
+
+
+class PlacementEndpointView(APIView):
+    """``GET /v1/placement/endpoint``: ``POST /v1/placement`` for nginx's ``auth_request`` (docs/placement.md).
+
+    The same decision, asked with query parameters or ``X-Fleetwatch-*`` headers instead of a body (a
+    subrequest has none), the same token scopes and no rate limit; the steps of ``HotWriteView`` in the
+    same order, for a GET.
+    """
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [ScopedAccess]
+    scopes = PlacementView.write_scope
+
+    def dispatch(self, request, *args, **kwargs):
+        response = self._answer(request)
+        response["Allow"] = "GET"
+        return response
+
+    def _answer(self, request):
+        try:
+            if request.method != "GET":
+                raise exceptions.MethodNotAllowed(request.method)
+            grant = None
+            if request.META.get("HTTP_AUTHORIZATION"):
+                grant = BearerTokenAuthentication().authenticate(request)[1]
+            allowed, grant = may_access(request, grant, {}, self.scopes, scoped_read=True)
+            if not allowed:
+                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
+            request.auth = grant
+            return self.get(request)
+        except exceptions.APIException as exc:
+            response = errors.envelope_exception_handler(exc, {"view": self})
+            if isinstance(exc, exceptions.ValidationError):
+                response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
+            return response
+
+    @endpoint_schema
+    def get(self, request):
+        return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(endpoint_fields(request))))
 
 
 class FeedbackView(HotWriteView):

@@ -119,6 +119,16 @@ class PlacementSerializer(PlacementBodyBase):
     count = StrictIntegerField(min_value=1, max_value=MAX_COUNT, required=False, default=3)
 
 
+# ``GET /v1/placement/endpoint`` (nginx's auth_request): the fields a router may send as request headers.
+# Each is also a query parameter (which wins), as are ``count`` and ``exclude``.
+ENDPOINT_HEADERS = {
+    "model": "X-Fleetwatch-Model", "adapter": "X-Fleetwatch-Adapter", "session_key": "X-Fleetwatch-Session-Key",
+    "prompt_tokens": "X-Fleetwatch-Prompt-Tokens", "max_tokens": "X-Fleetwatch-Max-Tokens",
+}
+# One destination unless asked for more: ``proxy_pass http://$destination`` takes one host:port.
+ENDPOINT_COUNT = 1
+
+
 class FeedbackSerializer(serializers.Serializer):
     instance_id = StrictCharField(max_length=NAME_LENGTH)
     outcome = serializers.ChoiceField(choices=OUTCOMES)

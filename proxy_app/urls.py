@@ -3,7 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from proxy_app import agent_pages, placement_pages
 from proxy_app.pages import POOL_PAGES
-from proxy_app.placement_api import FeedbackView, InstancePlacementView
+from proxy_app.placement_api import FeedbackView, InstancePlacementView, PlacementEndpointView
 from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView
 
 router = SimpleRouter(trailing_slash=False)
@@ -16,6 +16,7 @@ urlpatterns = [
     path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
+    path("v1/placement/endpoint", PlacementEndpointView.as_view(), name="placement-endpoint"),
     *router.urls,
     # The dashboards (SPEC 8): pages, and the fragments and chart data they poll.
     *POOL_PAGES.urls(),

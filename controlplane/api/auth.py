@@ -118,14 +118,15 @@ class ScopedAccess(permissions.BasePermission):
         return allowed
 
 
-def may_access(request, grant, data, write_scope):
+def may_access(request, grant, data, write_scope, scoped_read=False):
     """The access policy itself: ``(allowed, grant)`` for a request authenticated as ``grant``
-    (or None); a trusted network's token-less request comes back with a grant of its own."""
+    (or None); a trusted network's token-less request comes back with a grant of its own.
+    ``scoped_read``: a GET that needs ``write_scope`` as a write would (placement for nginx's ``auth_request``)."""
     if not settings.FLEETWATCH_AUTH:
         return True, grant
     if grant is None and from_trusted_network(request):
         return True, TRUSTED_NETWORK
-    if request.method in permissions.SAFE_METHODS:
+    if request.method in permissions.SAFE_METHODS and not scoped_read:
         user = request.user
         return grant is not None or bool(user and user.is_authenticated and user.is_staff), grant
     scopes = write_scope if isinstance(write_scope, tuple) else (write_scope,)

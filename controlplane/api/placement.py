@@ -16,6 +16,8 @@ from controlplane.api.tokens import Scope
 from controlplane.endpoints.models import NAME_LENGTH
 
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
+# The verdict, on the Proxy's GET variant for nginx's auth_request (whose status codes cannot carry it).
+VERDICT_HEADER = "x-fleetwatch-verdict"
 MAX_EXCLUDE = 64
 # How long a shed router should wait: about one report interval of the agents.
 SHED_RETRY_AFTER_S = 1

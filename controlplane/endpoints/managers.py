@@ -8,6 +8,7 @@ heartbeat) never record a change twice.
 
 import functools
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 
@@ -32,6 +33,26 @@ def touch_alive_sql(table, pk_column, set_columns=()):
         f"UPDATE {quote(table)} SET {assignments} "
         f"WHERE {quote(pk_column)} = %s AND {quote('status')} = %s AND {liveness.alive_sql(quote('last_seen_at'))}"
     )
+
+
+@functools.lru_cache(maxsize=16)
+def unregister_sql(model, vendor):
+    """The statements of an unregister: delete the entry, answering its status, then each row that cascades from it.
+
+    The entry goes first, so its row is locked before anything that refers to
+    it is gathered (the foreign keys are checked at commit); the rows that
+    cascade are deleted by their key, one statement each, none loaded. Only
+    a direct CASCADE is supported (none of them is referred to in turn).
+    """
+    quote, opts = connection.ops.quote_name, model._meta
+    entry = f"DELETE FROM {quote(opts.db_table)} WHERE {quote(opts.pk.column)} = %s RETURNING {quote('status')}"
+    dependents = []
+    for relation in opts.related_objects:
+        related = relation.related_model._meta
+        if relation.on_delete is not models.CASCADE or related.related_objects:
+            raise ImproperlyConfigured(f"unregister deletes {related.label} rows by key: it needs a direct CASCADE")
+        dependents.append(f"DELETE FROM {quote(related.db_table)} WHERE {quote(relation.field.column)} = %s")
+    return entry, tuple(dependents)
 
 
 def touch_alive_params(model, pk, now, fields):
@@ -146,17 +167,25 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         return bool(self.filter(pk=pk).update(last_seen_at=now, status=Status.ALIVE, **fields))
 
     def unregister(self, pk, now):
-        """Delete an entry, recording a last change to ``unregistered``; False if unknown.
+        """Delete an entry and the rows that cascade from it, recording a last change to ``unregistered``;
+        False if unknown.
 
-        The entry's row is locked first: a report being stored for it (which
+        One statement per table (``unregister_sql``), nothing loaded: a fleet
+        leaving at once queues a thousand of these on one write lock. The
+        entry's row is deleted first: a report being stored for it (which
         updates that row, then writes the rows that refer to it) finishes
-        before the delete gathers those rows, or finds the entry gone after.
+        before, or finds the entry gone after. Its series rows have no key
+        to it and age out with the pruner.
         """
-        with transaction.atomic():
-            old_status = self.select_for_update().filter(pk=pk).values_list("status", flat=True).first()
-            if old_status is None or not self.filter(pk=pk).delete()[0]:
+        entry_sql, dependents_sql = unregister_sql(self.model, connection.vendor)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(entry_sql, [pk])
+            deleted = cursor.fetchone()
+            if deleted is None:
                 return False
-            self.model.record_change(pk, old_status, ChangeStatus.UNREGISTERED, ChangeReason.UNREGISTERED, now)
+            for sql in dependents_sql:
+                cursor.execute(sql, [pk])
+            self.model.record_change(pk, deleted[0], ChangeStatus.UNREGISTERED, ChangeReason.UNREGISTERED, now)
         return True
 
     def sweep(self, now, batch=1000):

@@ -20,6 +20,7 @@ try:
 except ImportError:  # not POSIX: SQLite's own busy handling only
     fcntl = None
 
+import contextlib
 import functools
 import os
 
@@ -83,6 +84,28 @@ class DatabaseWrapper(base.DatabaseWrapper):
         except BaseException:
             self._release_write_lock()
             raise
+
+    @contextlib.contextmanager
+    def write_transaction(self):
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on an error) around a few statements, through the
+        writer queue, without ``atomic``'s savepoint and hook bookkeeping: the snapshot hot path's transaction.
+
+        Inside a transaction already (``atomic``, a test's), the statements join it.
+        """
+        if self.in_atomic_block or not self.get_autocommit():
+            yield
+            return
+        self.ensure_connection()
+        self._start_transaction_under_autocommit()
+        try:
+            yield
+        except BaseException:
+            if self.connection.in_transaction:
+                self._rollback()
+            else:
+                self._release_write_lock()
+            raise
+        self._commit()
 
     def _commit(self):
         try:

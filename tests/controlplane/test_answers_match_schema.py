@@ -126,6 +126,23 @@ def test_every_answer_of_placement_matches_its_schema(answers, frozen):
     assert {("post", "/v1/placement", status) for status in ("200", "429", "503", "400")} <= answers.checked
 
 
+def test_every_answer_of_the_placement_endpoint_for_nginx_matches_its_schema(answers, api, frozen):
+    answers.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000})
+
+    def report(seq, waiting):
+        snapshot = make_snapshot(engines=[make_engine(scraped_at_ms=T0_MS, requests_waiting=waiting)])
+        answers.post("/v1/instance/resource_snapshot", {"instance_id": "i-1", "snapshot": snapshot,
+                                                         "metadata": {"report_seq": seq}})
+
+    report(1, 0)
+    assert answers.get("/v1/placement/endpoint", model="tiny")["x-fleetwatch-verdict"] == "accept"
+    report(2, 60)
+    assert answers.get("/v1/placement/endpoint")["x-fleetwatch-verdict"] == "shed"
+    assert answers.get("/v1/placement/endpoint", count="0").status_code == 400
+    assert answers.get("/v1/placement/endpoint", HTTP_AUTHORIZATION=f"Bearer {api.token('instance')}").status_code == 403
+    assert {("get", "/v1/placement/endpoint", status) for status in ("200", "403", "400")} <= answers.checked
+
+
 def test_every_answer_of_the_scheduler_matches_its_schema(answers, frozen):
     answers.post("/v1/proxy/register", {"proxy_id": "pxy-a", "host": "10.0.0.1", "port": 8002,
                                         "pool_resource": make_pool_resource()})

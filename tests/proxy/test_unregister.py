@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.models import Instance, InstanceResource, InstanceSnapshot, InstanceStatusChange
+from proxy_app.models import Instance, InstanceResource, InstanceSample, InstanceSnapshot, InstanceStatusChange
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db
@@ -82,3 +82,24 @@ def test_it_lets_an_unregistered_id_register_afresh(api, register_instance, froz
     instance = Instance.objects.get(pk="i-1")
     assert instance.meta == {"new": 1}
     assert instance.registered_at == T0 + 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_commits_the_delete_of_an_instance_and_its_rows(api, register_instance, report, frozen):
+    """Outside a test's transaction, so the foreign keys are checked at the commit."""
+    register_instance("i-1")
+    register_instance("i-2")
+    report("i-1")
+    report("i-2")
+    assert unregister(api, "i-1").json() == {"ok": True}
+    assert list(Instance.objects.values_list("pk", flat=True)) == ["i-2"]
+    assert list(InstanceResource.objects.values_list("pk", flat=True)) == ["i-2"]
+    assert list(InstanceSnapshot.objects.values_list("pk", flat=True)) == ["i-2"]
+    assert InstanceStatusChange.objects.filter(instance_id="i-1", new_status="unregistered").count() == 1
+
+
+def test_it_leaves_the_series_to_the_pruner(api, register_instance, frozen):
+    register_instance("i-1")
+    InstanceSample.objects.create(instance_id="i-1", t=T0)
+    unregister(api, "i-1")
+    assert InstanceSample.objects.filter(instance_id="i-1").count() == 1
