@@ -15,7 +15,9 @@ the prefill; KV usage is the prompt and the tokens generated so far of every
 running request over the cache's capacity, and a batch that outgrows its
 cache has its newest request preempted, as vLLM does. Waiting requests give
 up after ``GIVE_UP_S``. Time is the caller's: ``advance(now_ms, load)`` runs
-the server up to the wall time of the snapshot.
+the server up to the wall time of the snapshot. In the routing benchmark a
+server serves only the requests routed to it (``submit``), each one telling
+its ``RoutedRequest`` when its first token and its last come.
 
 What the engine exports (gauges, cumulative counters, histogram buckets) is
 read by the agent's own ``EngineTracker`` into SPEC 13's objects: the same
