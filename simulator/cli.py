@@ -15,7 +15,7 @@ from simulator import routing
 from simulator.display import ProgressView, routing_table, summary_table
 from simulator.model import FleetProfile
 from simulator.processes import run_fleet
-from simulator.routing_run import RoutingConfig, run_benchmark
+from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
 from simulator.stats import summary
 from simulator.workload import RoutingWorkload, verdicts
 
@@ -208,7 +208,10 @@ def run_routing(options, out):
         if not options["no_progress"]:
             out.write(f"{policy}: {row['requests']} requests, TTFT p90 {row['ttft_p90_s']} s\n")
 
-    result = asyncio.run(run_benchmark(config, on_policy=finished))
+    try:
+        result = asyncio.run(run_benchmark(config, on_policy=finished))
+    except WarmUpError as error:
+        raise ConfigError(str(error)) from None
     result["targets"] = verdicts(result["routing"])
     with console.capture() as capture:
         console.print(routing_table(result))

@@ -54,6 +54,10 @@ ROUTING_PROFILE = FleetProfile(
     capabilities_share=0.0, engine_fault_share=0.0, engine_bursts_per_hour=0.0, gpu_counts_in_turn=True)
 
 
+class WarmUpError(RuntimeError):
+    """The Proxy never listed a policy's fleet with its reports: nothing to route over."""
+
+
 @dataclass(frozen=True)
 class RoutingConfig:
     proxy_url: str = "http://127.0.0.1:8000"
@@ -257,8 +261,10 @@ class PolicyRun:
             if reported >= set(self.hosts):
                 return
             await asyncio.sleep(0.25)
-        raise RuntimeError(f"the Proxy at {self.config.proxy_url} did not list the {self.policy} fleet's "
-                           f"reports within {WARM_UP_TIMEOUT_S:.0f} s")
+        errors = dict(self.driver.stats.errors())
+        raise WarmUpError(f"the Proxy at {self.config.proxy_url} did not list the {self.policy} fleet's reports "
+                          f"within {WARM_UP_TIMEOUT_S:.0f} s (the fleet's failed requests: {errors or 'none'}; "
+                          "--token needs scope instance, --route-token scope route or read)")
 
     async def _traffic(self, loop):
         workload = self.workload
