@@ -22,7 +22,9 @@ the worked examples of ``docs/placement.md`` use it). Steps:
    with an engine signal; with neither, no pressure, ranked last.
    ``pending`` counts requests this board placed there since the
    instance's latest report, so equal instances do not all get the next
-   second's requests.
+   second's requests. It orders the ranking only: the verdict and session
+   affinity read the pressure the reports show (many of those requests are
+   done by the next report, and a router's own rate must not shed a pool).
 3. **Ranking**: signal tier, pressure (to 10⁻⁶), running requests (to
    1,023), signal age (to 10 ms, up to 655 s), then a hash of the instance
    id, then the id: deterministic for the same state and body. With a
@@ -282,9 +284,10 @@ class Board:
             excluded[Rule.SIGNAL_STALE.value] = len(signal_stale)
         return eligible, fail_open, dict(sorted(excluded.items()))
 
-    def _pressures(self, slots, policy):
-        """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal."""
-        pending = self.pending[slots]
+    def _pressures(self, slots, policy, pending=True):
+        """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal. ``pending``: count
+        the requests placed since the latest report (the ranking does; the verdict and affinity do not)."""
+        pending = self.pending[slots] if pending else np.zeros(len(slots), dtype=np.int64)
         waiting = (self.waiting[slots] + pending) / policy.waiting_scale
         kv = self.kv[slots] / policy.kv_scale
         gpu = self.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
@@ -338,13 +341,14 @@ class Board:
         if not len(eligible):
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [])
         pressure, from_queue = self._pressures(eligible, policy)
+        reported, _ = self._pressures(eligible, policy, pending=False)
         keys = self._keys(eligible, pressure, now)
         best = self._best(eligible, keys, request.count)
-        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, pressure)
+        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported)
         if sticky is not None:
             best = [sticky, *(p for p in best if p != sticky)][:request.count]
         ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky) for p in best]
-        verdict = _verdict(pressure, policy)
+        verdict = _verdict(reported, policy)
         reason = "fail_open_stale" if fail_open else REASONS[verdict]
         if verdict is Verdict.ACCEPT and not fail_open and sticky is not None:
             reason = "session_affinity"
