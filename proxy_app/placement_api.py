@@ -166,7 +166,10 @@ class FeedbackView(HotWriteView):
 
     @feedback_schema
     def post(self, request):
-        data = FeedbackSerializer().to_internal_value(request.data)
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = FeedbackSerializer().to_internal_value(data)
         fenced = fences.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:
             return json_response({"ok": False, "error": "unknown_instance"})

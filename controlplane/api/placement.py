@@ -68,5 +68,5 @@ class PlacementView(HotWriteView):
     rate_limited = False
     body_serializer = None
 
-    def post(self, request):
-        return self.answer(self.body_serializer().to_internal_value(request.data))
+    def work(self, data, grant):
+        return self.answer(self.body_serializer().to_internal_value(data))
