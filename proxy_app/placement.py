@@ -43,7 +43,7 @@ import enum
 
 import numpy as np
 
-from controlplane.endpoints.placement import REASONS, Decision, Verdict, stable_hash
+from controlplane.endpoints.placement import REASONS, Decision, Sieve, Verdict, stable_hash
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # The ranking key's fields, packed into one int64 (most significant first).
@@ -251,28 +251,16 @@ class Board:
     def _eligibility(self, request, policy, now):
         """(eligible slots, fail_open, excluded counts): step 1."""
         size = self._size
-        remaining = self.present[:size].copy()
-        excluded = {}
-
-        def drop(rule, failing):
-            failed = remaining & failing
-            count = int(np.count_nonzero(failed))
-            if count:
-                excluded[rule.value] = count
-                remaining[failed] = False
-
-        if request.exclude:
-            asked = np.zeros(size, dtype=bool)
-            asked[[self._slot[i] for i in request.exclude if i in self._slot]] = True
-            drop(Rule.EXCLUDED, asked)
-        drop(Rule.STALE, ~(now - self.last_seen[:size] <= policy.ttl_s))
-        drop(Rule.FENCED, self.fenced[:size])
-        drop(Rule.REJECTING, self.rejecting[:size])
-        drop(Rule.GPU_ERROR, self.gpu_error[:size])
+        sieve = Sieve(self.present[:size], self._slot, request.exclude)
+        sieve.drop(Rule.STALE.value, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        sieve.drop(Rule.FENCED.value, self.fenced[:size])
+        sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
+        sieve.drop(Rule.GPU_ERROR.value, self.gpu_error[:size])
         if request.model is not None:
-            drop(Rule.MODEL, ~self._filter("model", request.model))
+            sieve.drop(Rule.MODEL.value, ~self._filter("model", request.model))
         if request.adapter is not None:
-            drop(Rule.ADAPTER, ~self._filter("adapter", request.adapter))
+            sieve.drop(Rule.ADAPTER.value, ~self._filter("adapter", request.adapter))
+        remaining, excluded = sieve.remaining, sieve.excluded()
         with np.errstate(invalid="ignore"):
             fresh = now - self.reported[:size] <= policy.max_age_s
         eligible = np.flatnonzero(remaining & fresh)
