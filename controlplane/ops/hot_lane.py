@@ -13,7 +13,8 @@ served by a ``HotWriteView`` the hot lane does, in order:
    redirect), goes to Django as it is (``HotLane.takes``).
 2. Runs what ``request_started`` runs (``reset_queries``, ``close_old_connections``:
    ``CONN_MAX_AGE``, health checks, a broken connection dropped) by calling the
-   receivers connected when the lane was built, without the signal's dispatch;
+   receivers connected now (read again only when they change, ``Receivers``),
+   without the signal's dispatch;
    ``request_finished``'s (the same, and ``close_caches``) when the server closes
    the answer.
 3. Answers through the rules of the middleware it stands for, each the same
@@ -180,13 +181,30 @@ def receivers(signal):
     return tuple(signal._live_receivers(HotLane)[0])
 
 
+class Receivers:
+    """A signal's receivers, read again only when something connects or disconnects (a list comparison of a few
+    entries, against the signal's dispatch per request): a test that keeps its connection open disconnects
+    ``close_old_connections``, as Django's own test client does, and the lane must honour that too."""
+
+    def __init__(self, signal):
+        self.signal = signal
+        self.seen = None
+        self.functions = ()
+
+    def __call__(self):
+        if self.signal.receivers != self.seen:
+            self.seen = list(self.signal.receivers)
+            self.functions = receivers(self.signal)
+        return self.functions
+
+
 class Answer(list):
     """The WSGI body: one chunk; ``close()`` (called by the server once it is sent) runs ``request_finished``'s receivers."""
 
     __slots__ = ("finished",)
 
     def close(self):
-        for receiver in self.finished:
+        for receiver in self.finished():
             receiver(signal=signals.request_finished, sender=HotLane)
 
 
@@ -200,7 +218,7 @@ class HotLane:
         # Configurations where Django's answer would be richer than the lane's: Django answers all.
         self.off = bool(settings.DEBUG or settings.PREPEND_WWW or settings.DISALLOWED_USER_AGENTS)
         self.headers = {secure: lane_headers(secure) for secure in (False, True)}
-        self.on_started, self.on_finished = receivers(signals.request_started), receivers(signals.request_finished)
+        self.on_started, self.on_finished = Receivers(signals.request_started), Receivers(signals.request_finished)
         self.known_hosts = set()
         self.forwarded_host = settings.USE_X_FORWARDED_HOST
         self.security_log = logging.getLogger("django.security.DisallowedHost")
@@ -223,7 +241,7 @@ class HotLane:
         request = LaneRequest(environ, content_type, params)
         if route.redirects and not request.is_secure():
             return self.django(environ, start_response)
-        for receiver in self.on_started:
+        for receiver in self.on_started():
             receiver(signal=signals.request_started, sender=HotLane, environ=environ)
         started = time.perf_counter()
         response = answered_watching_recovery(self._answer, route, request)

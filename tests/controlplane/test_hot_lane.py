@@ -159,8 +159,8 @@ def test_it_knows_what_every_middleware_would_do_and_refuses_one_it_does_not(set
 
 def test_it_runs_what_the_request_signals_run_without_sending_them():
     lane = HotLane(WSGIHandler())
-    assert {reset_queries, close_old_connections} <= set(lane.on_started)
-    assert close_old_connections in lane.on_finished
+    assert {reset_queries, close_old_connections} <= set(lane.on_started())
+    assert close_old_connections in lane.on_finished()
 
 
 def test_a_disallowed_host_is_the_same_400_and_log_line(registered, tokens, caplog):
