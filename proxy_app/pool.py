@@ -41,7 +41,9 @@ def pool_totals(now):
 
     One over instances (counts and load), one over the resources of reporting
     instances only, so the wide resource rows are filtered by a WHERE once
-    rather than by a FILTER clause per aggregate.
+    rather than by a FILTER clause per aggregate. The resource rows carry
+    their instance's ``last_seen_at`` (kept by the database), so that one
+    reads a single table: no join, and no plan for PostgreSQL to get wrong.
     """
     alive = liveness.alive_q(now, Instance.ttl_s())
     totals = Instance.objects.aggregate(
@@ -53,7 +55,7 @@ def pool_totals(now):
         qps_1m_reported=Count("qps_1m", filter=alive),
     )
     reporting = InstanceResource.objects.filter(
-        liveness.alive_q(now, Instance.ttl_s(), prefix="instance__"),
+        liveness.alive_q(now, Instance.ttl_s()),
         resource_reported_at__isnull=False, has_raw_resource=True,
     )
     totals.update(reporting.aggregate(
