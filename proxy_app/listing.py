@@ -9,6 +9,9 @@ tags, meta) goes into the answer as the text it is stored as
 are parsed: list rows show them with every field present (SPEC 3.2).
 """
 
+import contextlib
+import gc
+
 import orjson
 
 from agent.capabilities import full_view
@@ -46,12 +49,32 @@ def instance_rows(queryset, now):
     Per row only what differs between rows is computed: the fence verdict
     and the capabilities' full view are pure functions of a few values that
     most of a fleet shares, so each distinct input is worked out once per
-    list (10,000 rows: a fifth of the build).
+    list.
     """
     status_of = liveness.status_reader(now, Instance.ttl_s(), Instance.heartbeat_interval_s())
     fences, views = {}, {}
     fetched = raw_rows(_with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text"))
     return [_instance_row(row, status_of, fences, views) for row in fetched]
+
+
+def instance_list_json(queryset, now):
+    """``instance_rows`` encoded (``orjson.Fragment``), read, built and encoded with the cyclic garbage
+    collector paused: 10,000 rows are tens of thousands of new containers, none in a cycle, and the
+    collections they set off in a web process (scanning its whole heap) took a quarter of the list's time."""
+    with _collector_paused():
+        return orjson.Fragment(orjson.dumps(instance_rows(queryset, now)))
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    if not gc.isenabled():  # paused by a caller: theirs to resume
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _instance_row(row, status_of, fences, views):

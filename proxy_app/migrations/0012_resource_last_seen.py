@@ -3,9 +3,11 @@
 Two triggers, on SQLite and PostgreSQL alike: every UPDATE of
 ``Instance.last_seen_at`` (the contact UPDATE of a heartbeat or snapshot,
 a revive, a re-register, any ORM or admin write) copies it onto the
-instance's resource row in the same statement, and every new resource row
+instance's resource row in the same transaction, and every new resource row
 takes it from its instance. No code path has to remember the copy, so it
-cannot drift. Existing rows are filled here.
+cannot drift; a report's upsert also writes it (``proxy_app.ingest_sql``),
+only so that the trigger then finds nothing to change. Existing rows are
+filled here.
 
 SQLite drops a table's triggers when Django rebuilds that table (an
 ``AlterField`` on either model): ``tests/proxy/test_resource_liveness.py``
@@ -17,25 +19,37 @@ from django.db import migrations, models
 
 INSTANCE = "proxy_app_instance"
 RESOURCE = "proxy_app_instanceresource"
-COPY = f"UPDATE {RESOURCE} SET last_seen_at = NEW.last_seen_at WHERE instance_id = NEW.instance_id"
-FILL = (f"UPDATE {RESOURCE} SET last_seen_at = (SELECT last_seen_at FROM {INSTANCE} "
-        f"WHERE instance_id = NEW.instance_id) WHERE instance_id = NEW.instance_id")
+INSTANCE_SEEN = f"(SELECT last_seen_at FROM {INSTANCE} WHERE instance_id = NEW.instance_id)"
+
+
+def _copy(distinct):
+    """The instance's new ``last_seen_at`` onto its resource row, unless the row has it already (a report's
+    upsert writes it too: on PostgreSQL a second row version per report saved)."""
+    return (f"UPDATE {RESOURCE} SET last_seen_at = NEW.last_seen_at "
+            f"WHERE instance_id = NEW.instance_id AND last_seen_at {distinct} NEW.last_seen_at")
+
+
+def _fill(distinct):
+    """A new resource row takes its instance's ``last_seen_at``, whatever wrote the row."""
+    return (f"UPDATE {RESOURCE} SET last_seen_at = {INSTANCE_SEEN} "
+            f"WHERE instance_id = NEW.instance_id AND last_seen_at {distinct} {INSTANCE_SEEN}")
+
 
 SQLITE = (
     f"CREATE TRIGGER instance_seen_copy AFTER UPDATE OF last_seen_at ON {INSTANCE} "
-    f"FOR EACH ROW BEGIN {COPY}; END",
+    f"FOR EACH ROW BEGIN {_copy('IS NOT')}; END",
     # AFTER INSERT: an upsert that updates an existing row does not fire it.
-    f"CREATE TRIGGER resource_seen_fill AFTER INSERT ON {RESOURCE} FOR EACH ROW BEGIN {FILL}; END",
+    f"CREATE TRIGGER resource_seen_fill AFTER INSERT ON {RESOURCE} FOR EACH ROW BEGIN {_fill('IS NOT')}; END",
 )
 SQLITE_DROP = ("DROP TRIGGER IF EXISTS instance_seen_copy", "DROP TRIGGER IF EXISTS resource_seen_fill")
 
 POSTGRESQL = (
     f"CREATE OR REPLACE FUNCTION instance_seen_copy() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    f"BEGIN {COPY}; RETURN NULL; END $$",
+    f"BEGIN {_copy('IS DISTINCT FROM')}; RETURN NULL; END $$",
     f"CREATE TRIGGER instance_seen_copy AFTER UPDATE OF last_seen_at ON {INSTANCE} "
-    f"FOR EACH ROW WHEN (NEW.last_seen_at IS DISTINCT FROM OLD.last_seen_at) EXECUTE FUNCTION instance_seen_copy()",
+    f"FOR EACH ROW EXECUTE FUNCTION instance_seen_copy()",
     f"CREATE OR REPLACE FUNCTION resource_seen_fill() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    f"BEGIN {FILL}; RETURN NULL; END $$",
+    f"BEGIN {_fill('IS DISTINCT FROM')}; RETURN NULL; END $$",
     # AFTER INSERT fires only for rows an INSERT … ON CONFLICT really inserted, not for each report.
     f"CREATE TRIGGER resource_seen_fill AFTER INSERT ON {RESOURCE} FOR EACH ROW EXECUTE FUNCTION resource_seen_fill()",
 )
