@@ -2,6 +2,7 @@
 """Where the time of each hot path goes: the paths of issue 12's table, taken apart in process.
 
     .venv/bin/python bench/profile.py [--database-url URL] [--pool-size 10000] [--gpus 8] [--calls 2000]
+                                      [--cprofile]
 
 No web server and no network: Django's WSGI handler is called as the web
 server calls it, then the parts of each path are timed alone. Every figure
@@ -128,6 +129,8 @@ def request_floor(args, wsgi):
     line("POST resource_snapshot through the hot lane (what up serves)", lane,
          f"{lane / healthz:.2f}× Django's /healthz, {lane / django:.2f}× through Django")
     line("  the token check alone (cached)", per_call_ms(lambda i: verify_token(wsgi.token), args.calls))
+    if args.cprofile:
+        lane_profile(wsgi, bodies_lane, args.calls)
 
     payloads = [orjson.loads(body) for body in bodies]
     now = clock.now()
@@ -151,6 +154,24 @@ def request_floor(args, wsgi):
     line("  orjson.loads of the request body", per_call_ms(lambda i: orjson.loads(bodies[i]), args.calls))
     line("  framework: the handler's share beyond ingest_snapshot()", ingest - store,
          f"({healthz:.3f} ms of it is /healthz's floor)")
+
+
+def lane_profile(wsgi, bodies, calls):
+    """cProfile of ``calls`` reports through the hot lane: the functions taking the most time of their own."""
+    here = str(Path(__file__).resolve().parent)  # this file is "profile" on sys.path: cProfile needs the real one
+    sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
+    sys.modules.pop("profile", None)
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(calls):
+        wsgi.call("POST", INGEST_PATH, bodies[4 * calls + i], lane=True)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
+    print("\n".join("    " + text for text in out.getvalue().splitlines()[6:]), flush=True)
 
 
 def pool_summary(args, wsgi):
@@ -237,6 +258,7 @@ def main():
     parser.add_argument("--pool-size", type=int, default=10_000)
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per snapshot: 8 ≈ 7 KB, 1 ≈ 1.8 KB")
     parser.add_argument("--calls", type=int, default=2000, help="calls per batch of the request path")
+    parser.add_argument("--cprofile", action="store_true", help="also a cProfile of the lane's reports")
     parser.add_argument("--token", help=argparse.SUPPRESS)  # set for the inner process
     args = parser.parse_args()
     if args.token:
@@ -247,7 +269,8 @@ def main():
         seed_pool(deployment, args.pool_size, args.gpus)
         print(f"database {deployment.vendor}; {args.pool_size:,} seeded instances", flush=True)
         subprocess.run([PYTHON, __file__, "--token", token, "--pool-size", str(args.pool_size),
-                        "--gpus", str(args.gpus), "--calls", str(args.calls)],
+                        "--gpus", str(args.gpus), "--calls", str(args.calls),
+                        *(["--cprofile"] if args.cprofile else [])],
                        env=deployment.env, cwd=ROOT, check=True)
     finally:
         deployment.cleanup()

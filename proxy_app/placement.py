@@ -22,7 +22,9 @@ the worked examples of ``docs/placement.md`` use it). Steps:
    with an engine signal; with neither, no pressure, ranked last.
    ``pending`` counts requests this board placed there since the
    instance's latest report, so equal instances do not all get the next
-   second's requests.
+   second's requests. It orders the ranking only: the verdict and session
+   affinity read the pressure the reports show (many of those requests are
+   done by the next report, and a router's own rate must not shed a pool).
 3. **Ranking**: signal tier, pressure (to 10⁻⁶), running requests (to
    1,023), signal age (to 10 ms, up to 655 s), then a hash of the instance
    id, then the id: deterministic for the same state and body. With a
@@ -41,7 +43,7 @@ import enum
 
 import numpy as np
 
-from controlplane.endpoints.placement import REASONS, Decision, Verdict, stable_hash
+from controlplane.endpoints.placement import REASONS, Decision, Sieve, Verdict, stable_hash
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # The ranking key's fields, packed into one int64 (most significant first).
@@ -249,28 +251,16 @@ class Board:
     def _eligibility(self, request, policy, now):
         """(eligible slots, fail_open, excluded counts): step 1."""
         size = self._size
-        remaining = self.present[:size].copy()
-        excluded = {}
-
-        def drop(rule, failing):
-            failed = remaining & failing
-            count = int(np.count_nonzero(failed))
-            if count:
-                excluded[rule.value] = count
-                remaining[failed] = False
-
-        if request.exclude:
-            asked = np.zeros(size, dtype=bool)
-            asked[[self._slot[i] for i in request.exclude if i in self._slot]] = True
-            drop(Rule.EXCLUDED, asked)
-        drop(Rule.STALE, ~(now - self.last_seen[:size] <= policy.ttl_s))
-        drop(Rule.FENCED, self.fenced[:size])
-        drop(Rule.REJECTING, self.rejecting[:size])
-        drop(Rule.GPU_ERROR, self.gpu_error[:size])
+        sieve = Sieve(self.present[:size], self._slot, request.exclude)
+        sieve.drop(Rule.STALE.value, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        sieve.drop(Rule.FENCED.value, self.fenced[:size])
+        sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
+        sieve.drop(Rule.GPU_ERROR.value, self.gpu_error[:size])
         if request.model is not None:
-            drop(Rule.MODEL, ~self._filter("model", request.model))
+            sieve.drop(Rule.MODEL.value, ~self._filter("model", request.model))
         if request.adapter is not None:
-            drop(Rule.ADAPTER, ~self._filter("adapter", request.adapter))
+            sieve.drop(Rule.ADAPTER.value, ~self._filter("adapter", request.adapter))
+        remaining, excluded = sieve.remaining, sieve.excluded()
         with np.errstate(invalid="ignore"):
             fresh = now - self.reported[:size] <= policy.max_age_s
         eligible = np.flatnonzero(remaining & fresh)
@@ -282,9 +272,10 @@ class Board:
             excluded[Rule.SIGNAL_STALE.value] = len(signal_stale)
         return eligible, fail_open, dict(sorted(excluded.items()))
 
-    def _pressures(self, slots, policy):
-        """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal."""
-        pending = self.pending[slots]
+    def _pressures(self, slots, policy, pending=True):
+        """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal. ``pending``: count
+        the requests placed since the latest report (the ranking does; the verdict and affinity do not)."""
+        pending = self.pending[slots] if pending else np.zeros(len(slots), dtype=np.int64)
         waiting = (self.waiting[slots] + pending) / policy.waiting_scale
         kv = self.kv[slots] / policy.kv_scale
         gpu = self.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
@@ -338,13 +329,14 @@ class Board:
         if not len(eligible):
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [])
         pressure, from_queue = self._pressures(eligible, policy)
+        reported, _ = self._pressures(eligible, policy, pending=False)
         keys = self._keys(eligible, pressure, now)
         best = self._best(eligible, keys, request.count)
-        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, pressure)
+        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported)
         if sticky is not None:
             best = [sticky, *(p for p in best if p != sticky)][:request.count]
         ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky) for p in best]
-        verdict = _verdict(pressure, policy)
+        verdict = _verdict(reported, policy)
         reason = "fail_open_stale" if fail_open else REASONS[verdict]
         if verdict is Verdict.ACCEPT and not fail_open and sticky is not None:
             reason = "session_affinity"

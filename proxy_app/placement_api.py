@@ -10,7 +10,7 @@ from controlplane import clock
 from controlplane.api import errors
 from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access
 from controlplane.api.hot_path import HotWriteView, json_response
-from controlplane.api.placement import VERDICT_HEADER, PlacementView, placement_response
+from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
 from controlplane.api.tokens import Scope
 from proxy_app import fences
 from proxy_app.openapi.placement import endpoint_schema, feedback_schema, placement_schema
@@ -36,17 +36,7 @@ def candidate_answer(ranked):
 
 
 def placement_body(decision, now):
-    verdict = decision.verdict.value
-    return {
-        "ok": verdict in ("accept", "queue"),
-        "verdict": verdict,
-        "reason": decision.reason,
-        "generated_at": now,
-        "considered": decision.considered,
-        "eligible": decision.eligible,
-        "excluded": decision.excluded,
-        "candidates": [candidate_answer(ranked) for ranked in decision.answered],
-    }
+    return decision_body(decision, now, candidate_answer)
 
 
 def request_of(data):
@@ -166,7 +156,10 @@ class FeedbackView(HotWriteView):
 
     @feedback_schema
     def post(self, request):
-        data = FeedbackSerializer().to_internal_value(request.data)
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = FeedbackSerializer().to_internal_value(data)
         fenced = fences.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:
             return json_response({"ok": False, "error": "unknown_instance"})

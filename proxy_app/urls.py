@@ -4,7 +4,7 @@ from rest_framework.routers import SimpleRouter
 from proxy_app import agent_pages, placement_pages
 from proxy_app.pages import POOL_PAGES
 from proxy_app.placement_api import FeedbackView, InstancePlacementView, PlacementEndpointView
-from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView
+from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView, UnregisterView
 
 router = SimpleRouter(trailing_slash=False)
 router.register("v1/instance", InstanceViewSet, basename="instance")
@@ -14,6 +14,7 @@ urlpatterns = [
     # HotWriteViews: the hot lane (controlplane/api/hot_lane.py) answers them below Django's machinery.
     path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
     path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
+    path("v1/instance/unregister", UnregisterView.as_view(), name="instance-unregister"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
     path("v1/placement/endpoint", PlacementEndpointView.as_view(), name="placement-endpoint"),

@@ -13,7 +13,13 @@ from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.listing import instance_list_json, resource_rows
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
-from proxy_app.openapi import heartbeat_schema, instance_schema, pool_debug_schema, snapshot_schema
+from proxy_app.openapi import (
+    heartbeat_schema,
+    instance_schema,
+    pool_debug_schema,
+    snapshot_schema,
+    unregister_schema,
+)
 from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
@@ -34,7 +40,10 @@ class SnapshotView(HotWriteView):
 
     @snapshot_schema
     def post(self, request):
-        data = SnapshotSerializer().to_internal_value(request.data)
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = SnapshotSerializer().to_internal_value(data)
         result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE)
@@ -50,7 +59,10 @@ class HeartbeatView(HotWriteView):
 
     @heartbeat_schema
     def post(self, request):
-        serializer = HeartbeatSerializer(data=request.data)
+        return super().post(request)
+
+    def work(self, data, grant):
+        serializer = HeartbeatSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         outcome, stored = Instance.objects.heartbeat(
@@ -71,9 +83,24 @@ class HeartbeatView(HotWriteView):
         })
 
 
+class UnregisterView(HotWriteView):
+    """``POST /v1/instance/unregister``: a whole pool may leave at once (a deploy), so a ``HotWriteView``."""
+
+    write_scope = "instance"
+
+    @unregister_schema
+    def post(self, request):
+        return super().post(request)
+
+    def work(self, data, grant):
+        serializer = InstanceIdSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        return json_response({"ok": Instance.objects.unregister(serializer.validated_data["instance_id"], clock.now())})
+
+
 @instance_schema
 class InstanceViewSet(ControlPlaneViewSet):
-    """Instances register, list and leave (their heartbeats and snapshots: the views above)."""
+    """Instances register and are listed (their heartbeats, snapshots and unregisters: the views above)."""
 
     write_scope = "instance"
 
@@ -87,11 +114,6 @@ class InstanceViewSet(ControlPlaneViewSet):
             "ttl_s": Instance.ttl_s(),
             "capability_fingerprint": instance.capability_fingerprint,
         })
-
-    @action(detail=False, methods=["post"])
-    def unregister(self, request):
-        data = self.validated(InstanceIdSerializer)
-        return Response({"ok": Instance.objects.unregister(data["instance_id"], clock.now())})
 
     @action(detail=False, methods=["get"], url_path="list")
     def list_instances(self, request):

@@ -23,7 +23,7 @@ import enum
 
 import numpy as np
 
-from controlplane.endpoints.placement import Decision, Verdict, stable_hash
+from controlplane.endpoints.placement import Decision, Sieve, Verdict, stable_hash
 
 REASONS = {Verdict.ACCEPT: "lowest_saturation", Verdict.QUEUE: "all_saturated",
            Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_pool"}
@@ -141,25 +141,13 @@ class PoolBoard:
 
     def decide(self, request, policy, now):
         size = len(self._candidates)
-        remaining = self.present[:size].copy()
-        excluded = {}
-
-        def drop(rule, failing):
-            failed = remaining & failing
-            if failed.any():
-                excluded[rule.value] = int(np.count_nonzero(failed))
-                remaining[failed] = False
-
-        if request.exclude:
-            asked = np.zeros(size, dtype=bool)
-            asked[[self._slot[p] for p in request.exclude if p in self._slot]] = True
-            drop(Rule.EXCLUDED, asked)
-        drop(Rule.STALE, ~(now - self.last_seen[:size] <= policy.ttl_s))
-        drop(Rule.REJECTING, self.rejecting[:size])
+        sieve = Sieve(self.present[:size], self._slot, request.exclude)
+        sieve.drop(Rule.STALE.value, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
         if request.model is not None:
-            drop(Rule.MODEL, ~self._serving(request.model))
+            sieve.drop(Rule.MODEL.value, ~self._serving(request.model))
+        remaining, excluded = sieve.remaining, sieve.excluded()
         eligible = np.flatnonzero(remaining)
-        excluded = dict(sorted(excluded.items()))
         if not len(eligible):
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], len(self), 0, excluded, [])
         saturation = self.saturation[eligible]

@@ -3,7 +3,7 @@
 from django.conf import settings
 
 from controlplane import clock
-from controlplane.api.placement import PlacementView, placement_response
+from controlplane.api.placement import PlacementView, decision_body, placement_response
 from controlplane.endpoints.boards import LiveBoard
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import placement_schema
@@ -62,10 +62,7 @@ def pool_candidate_answer(ranked):
 
 
 def pool_placement_body(decision, now):
-    verdict = decision.verdict.value
-    return {"ok": verdict in ("accept", "queue"), "verdict": verdict, "reason": decision.reason,
-            "generated_at": now, "considered": decision.considered, "eligible": decision.eligible,
-            "excluded": decision.excluded, "candidates": [pool_candidate_answer(r) for r in decision.answered]}
+    return decision_body(decision, now, pool_candidate_answer)
 
 
 class PoolPlacementView(PlacementView):

@@ -22,6 +22,10 @@ parts:
   aiohttp with a bounded keep-alive connection pool, each host's report
   slots spread evenly over the interval.
 - ``processes``: the whole run, in this process or split over several.
+- ``workload``, ``routing``, ``routing_run``: the routing benchmark
+  (``--routing-benchmark``): a seeded fleet and request stream with its
+  faults, the client-side policies and the placement client, and the run
+  that routes the stream by each policy in turn, the engines serving it.
 - ``display``: the live progress view and the final summary table (rich).
 - ``cli``: the options, the run they make and the summary printed.
 

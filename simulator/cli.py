@@ -4,16 +4,20 @@
 here imports Django (the simulator is a client of the Proxy like any agent).
 """
 
+import asyncio
 import json
 from pathlib import Path
 
 from rich.console import Console
 
 from simulator.config import RunConfig
-from simulator.display import ProgressView, summary_table
+from simulator import routing
+from simulator.display import ProgressView, routing_table, summary_table
 from simulator.model import FleetProfile
 from simulator.processes import run_fleet
+from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
 from simulator.stats import summary
+from simulator.workload import RoutingWorkload, verdicts
 
 HELP = ("Register N synthetic GPU instances at a Proxy and drive them through its HTTP API "
         "(register, snapshots, heartbeats, unregister); prints a live view and a summary.")
@@ -112,6 +116,22 @@ def add_arguments(parser):
     fleet.add_argument("--calm", action="store_true",
                        help="No stale spells and no restarts: every slot reports (for exact counts).")
 
+    bench = parser.add_argument_group("routing benchmark (docs/simulator.md)")
+    workload = RoutingWorkload()
+    bench.add_argument("--routing-benchmark", action="store_true",
+                       help="Route the seeded request workload by every policy in turn; print and write the table.")
+    bench.add_argument("--route", choices=routing.POLICIES, default=None,
+                       help="Route the workload by this policy only.")
+    bench.add_argument("--route-token", default=None,
+                       help="Bearer token (scope route or read) of the placement questions, the feedback and "
+                            "the list reads (default: --token).")
+    bench.add_argument("--routing-duration", type=_bounded(float, 1.0), default=workload.duration_s, metavar="S",
+                       help=f"Seconds of routed traffic per policy (default {workload.duration_s:g}).")
+    bench.add_argument("--routing-hosts", type=_bounded(int, 4), default=workload.hosts,
+                       help=f"Hosts of the workload's fleet (default {workload.hosts}).")
+    bench.add_argument("--routing-load", type=_bounded(float, 0.01), default=workload.load, metavar="SHARE",
+                       help=f"Offered load, of the healthy hosts' service rate (default {workload.load:g}).")
+
 
 def run_config(options):
     """The ``RunConfig`` of parsed options; ``ConfigError`` for a combination the parser cannot refuse."""
@@ -164,3 +184,48 @@ def run(options, out):
     if options["json"]:
         Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def routing_config(options):
+    """The ``RoutingConfig`` of parsed options (``--routing-benchmark`` or ``--route``)."""
+    workload = RoutingWorkload(seed=options["seed"], hosts=options["routing_hosts"], gpu_counts=options["gpus"],
+                               duration_s=options["routing_duration"], load=options["routing_load"])
+    if 0 in workload.gpu_counts:
+        raise ConfigError("--gpus cannot include 0 for the routing benchmark: every host runs an engine")
+    return RoutingConfig(
+        proxy_url=options["proxy_url"], token=options["token"],
+        route_token=options["route_token"] or options["token"], workload=workload,
+        policies=(options["route"],) if options["route"] else routing.POLICIES,
+        interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"])
+
+
+def run_routing(options, out):
+    """Run the routing benchmark of ``options``, print its table on ``out``; returns the result."""
+    config = routing_config(options)
+    console = Console(force_terminal=out.isatty(), width=120)
+
+    def finished(policy, row):
+        if not options["no_progress"]:
+            out.write(f"{policy}: {row['requests']} requests, TTFT p90 {row['ttft_p90_s']} s\n")
+
+    try:
+        result = asyncio.run(run_benchmark(config, on_policy=finished))
+    except WarmUpError as error:
+        raise ConfigError(str(error)) from None
+    result["targets"] = verdicts(result["routing"])
+    with console.capture() as capture:
+        console.print(routing_table(result))
+    out.write(capture.get())
+    if options["json"]:
+        Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def routing_failure(result):
+    """What the command says when the Proxy failed the router's own questions; None when it did not."""
+    broken = {policy: row["failed_by_kind"]["route_error"] for policy, row in result["routing"].items()
+              if row["failed_by_kind"]["route_error"]}
+    if not broken:
+        return None
+    return (f"the Proxy answered the router's questions with errors ({broken}): does it serve "
+            "POST /v1/placement (SPEC 14.1), and does --route-token have scope route or read?")

@@ -15,7 +15,9 @@ the prefill; KV usage is the prompt and the tokens generated so far of every
 running request over the cache's capacity, and a batch that outgrows its
 cache has its newest request preempted, as vLLM does. Waiting requests give
 up after ``GIVE_UP_S``. Time is the caller's: ``advance(now_ms, load)`` runs
-the server up to the wall time of the snapshot.
+the server up to the wall time of the snapshot. In the routing benchmark a
+server serves only the requests routed to it (``submit``), each one telling
+its ``RoutedRequest`` when its first token and its last come.
 
 What the engine exports (gauges, cumulative counters, histogram buckets) is
 read by the agent's own ``EngineTracker`` into SPEC 13's objects: the same
@@ -63,8 +65,10 @@ FAULT_ERRORS = {
     UNREACHABLE: "ConnectionRefusedError: [Errno 111] Connection refused",
     HTTP_ERROR: "HTTP 503 Service Unavailable",
 }
-# Fields of a running request (a list, for speed).
-PROMPT, OUTPUT, GENERATED, ADAPTER = range(4)
+# Fields of a running request (a list, for speed); ROUTED is its ``RoutedRequest`` (None for a synthetic one).
+PROMPT, OUTPUT, GENERATED, ADAPTER, ROUTED = range(5)
+# Fields of a waiting entry: [arrival wall ms, requests] or, routed, [arrival wall ms, 1, RoutedRequest].
+ARRIVED, COUNT, REQUEST = range(3)
 COUNTERS = ("prompt_tokens", "generation_tokens", "prefix_hits", "prefix_queries", "preemptions")
 
 
@@ -127,6 +131,16 @@ class EngineRank:
         self.given_up = 0  # requests that left the queue unserved, for tests
         self.reset()
 
+    def crash(self):
+        """The vLLM process died: every routed request it held fails, and it starts again empty."""
+        for entry in self.waiting:
+            if len(entry) > REQUEST:
+                entry[REQUEST].fail()
+        for request in [*self.running, *self.preempted]:
+            if request[ROUTED] is not None:
+                request[ROUTED].fail()
+        self.reset()
+
     def reset(self):
         """A vLLM process starting: nothing queued or running, counters from zero."""
         self.waiting = deque()  # [arrival wall ms, requests], oldest first
@@ -148,11 +162,11 @@ class EngineRank:
         return len(self.running) + self.waiting_count + len(self.preempted)
 
     def step(self, now_ms, dt_s, arrivals):
-        self._decode(dt_s)
+        self._decode(now_ms, dt_s)
         self._give_up(now_ms)
         self._admit(now_ms, arrivals)
 
-    def _decode(self, dt_s):
+    def _decode(self, now_ms, dt_s):
         """Every running request generates for ``dt_s``; finished ones leave; an overfull cache preempts."""
         running = self.running
         if not running:
@@ -166,6 +180,8 @@ class EngineRank:
             generated += step
             if request[GENERATED] < request[OUTPUT]:
                 still.append(request)
+            elif request[ROUTED] is not None:
+                request[ROUTED].finish(now_ms)
         self.running = still
         self.kv_used = sum(request[PROMPT] + request[GENERATED] for request in still)
         while self.kv_used > self.capacity_tokens and len(still) > 1:
@@ -180,10 +196,12 @@ class EngineRank:
 
     def _give_up(self, now_ms):
         waiting, oldest = self.waiting, now_ms - GIVE_UP_S * 1000.0
-        while waiting and waiting[0][0] < oldest:
-            _, count = waiting.popleft()
-            self.waiting_count -= count
-            self.given_up += count
+        while waiting and waiting[0][ARRIVED] < oldest:
+            entry = waiting.popleft()
+            self.waiting_count -= entry[COUNT]
+            self.given_up += entry[COUNT]
+            if len(entry) > REQUEST:
+                entry[REQUEST].fail()
 
     def _fits(self, tokens):
         return not self.running or self.kv_used + tokens <= self.capacity_tokens
@@ -199,14 +217,19 @@ class EngineRank:
         waiting = self.waiting
         while waiting and free > 0:
             group = waiting[0]
-            if not self._start(max(0.0, (now_ms - group[0]) / 1000.0)):
+            routed = group[REQUEST] if len(group) > REQUEST else None
+            if routed is not None and routed.abandoned:  # its client went away: vLLM aborts it
+                waiting.popleft()
+                self.waiting_count -= 1
+                continue
+            if not self._start(max(0.0, (now_ms - group[ARRIVED]) / 1000.0), now_ms, routed):
                 break  # the cache is full: the queue waits, and so do the newcomers
             free -= 1
-            group[1] -= 1
+            group[COUNT] -= 1
             self.waiting_count -= 1
-            if group[1] == 0:
+            if group[COUNT] == 0:
                 waiting.popleft()
-        while arrivals and free > 0 and not waiting and self._start(0.0):
+        while arrivals and free > 0 and not waiting and self._start(0.0, now_ms):
             arrivals -= 1
             free -= 1
         self._queue(now_ms, arrivals)
@@ -216,26 +239,41 @@ class EngineRank:
             self.waiting.append([now_ms - 500.0, arrivals])  # they came, on average, half a step ago
             self.waiting_count += arrivals
 
-    def _start(self, waited_s):
-        """Start one request that waited ``waited_s``, if its prompt fits the cache; observe its TTFT."""
+    def submit(self, request, now_ms):
+        """Queue one routed request (``RoutedRequest``) arriving at ``now_ms`` and start what fits."""
+        self.waiting.append([now_ms, 1, request])
+        self.waiting_count += 1
+        self._admit(now_ms, 0)
+
+    def _start(self, waited_s, now_ms, routed=None):
+        """Start one request that waited ``waited_s``, if its prompt fits the cache; observe its TTFT.
+
+        A routed request brings its own lengths; a synthetic one draws them.
+        """
         rng, cap = self.rng, self.capacity_tokens / 4
         server = self.server
-        prompt = round(min(cap, rng.lognormvariate(math.log(server.prompt_mean) - LENGTH_SIGMA ** 2 / 2,
-                                                   LENGTH_SIGMA)))
+        if routed is not None:
+            prompt, output = routed.prompt_tokens, routed.output_tokens
+        else:
+            prompt = round(min(cap, rng.lognormvariate(math.log(server.prompt_mean) - LENGTH_SIGMA ** 2 / 2,
+                                                       LENGTH_SIGMA)))
         if not self._fits(prompt):
             return False
-        output = max(1, round(min(cap, rng.lognormvariate(math.log(server.output_mean) - LENGTH_SIGMA ** 2 / 2,
-                                                          LENGTH_SIGMA))))
+        if routed is None:
+            output = max(1, round(min(cap, rng.lognormvariate(
+                math.log(server.output_mean) - LENGTH_SIGMA ** 2 / 2, LENGTH_SIGMA))))
         adapter = server.adapter is not None and rng.random() < 0.3
-        self.running.append([prompt, output, 1.0, adapter])  # the prefill gives the first token
+        self.running.append([prompt, output, 1.0, adapter, routed])  # the prefill gives the first token
         self.kv_used += prompt + 1
         counters = self.counters
         counters["prompt_tokens"] += prompt
         counters["generation_tokens"] += 1
         counters["prefix_queries"] += prompt
         counters["prefix_hits"] += round(prompt * min(1.0, server.hit_share * (0.5 + rng.random())))
-        ttft = waited_s + 0.01 + prompt / self.prefill_tokens_per_s
-        self.ttft_counts[bisect_left(TTFT_BOUNDS, ttft)] += 1
+        prefill_s = 0.01 + prompt / self.prefill_tokens_per_s
+        self.ttft_counts[bisect_left(TTFT_BOUNDS, waited_s + prefill_s)] += 1
+        if routed is not None:
+            routed.first_token(now_ms + prefill_s * 1000.0)
         return True
 
     def reading(self) -> EngineReading:
@@ -275,6 +313,8 @@ class SimulatedEngine:
         self.ranks = [EngineRank(self, str(n), gpu_count // data_parallel) for n in range(data_parallel)]
         self.service_rate = sum(rank.service_rate for rank in self.ranks)
         self.fault = None
+        self.dead = False  # killed for good (``kill``): no recovery
+        self.routed_only = False  # serves only what is routed to it (``submit``): no synthetic arrivals
         self.burst_left_s, self.burst_factor = 0.0, 1.0
         self._last_ms = None
         self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
@@ -312,7 +352,35 @@ class SimulatedEngine:
             if self.fault != UNREACHABLE:  # a server that is down serves nothing
                 self._step(now_ms - (step - 1) * gap_s * 1000.0 / steps, gap_s / steps, load)
 
+    # --- routed requests (the routing benchmark) -------------------------------------
+
+    def submit(self, request, now_ms):
+        """A routed request reaches the server at ``now_ms``: False when nothing listens (it is down)."""
+        self.advance(now_ms, 0.0)
+        if self.fault == UNREACHABLE:
+            return False
+        ranks = self.ranks
+        rank = min(ranks, key=lambda r: r.queued) if len(ranks) > 1 else ranks[0]
+        rank.submit(request, now_ms)
+        return True
+
+    def kill(self):
+        """The server dies for good: what it held fails, its port refuses, its scrape says unreachable."""
+        self.dead = True
+        self.fault = UNREACHABLE
+        self.faults += 1
+        for rank in self.ranks:
+            rank.crash()
+
+    def slow_down(self, factor):
+        """Prefill and decode ``factor`` times slower from now (a throttled or degraded board)."""
+        self.itl_s *= factor
+        for rank in self.ranks:
+            rank.prefill_tokens_per_s /= factor
+
     def _step_fault(self, dt_s):
+        if self.dead:
+            return
         profile = self.profile
         ill, changed = chain_step(self.rng, self.fault is not None, profile.engine_fault_share,
                                   profile.engine_fault_mean_s, dt_s)
@@ -327,7 +395,7 @@ class SimulatedEngine:
         self.faults += 1
         if self.fault == UNREACHABLE:
             for rank in self.ranks:
-                rank.reset()  # the server died: its queues and counters with it
+                rank.crash()  # the server died: its queues and counters with it
 
     def _step(self, now_ms, dt_s, load):
         rng = self.rng
@@ -337,7 +405,7 @@ class SimulatedEngine:
             self.burst_left_s, self.burst_factor = rng.uniform(20.0, 120.0), rng.uniform(1.5, 3.0)
             self.bursts += 1
         burst = self.burst_factor if self.burst_left_s > 0.0 else 1.0
-        arrivals = poisson(rng, self.service_rate * load * burst * dt_s)
+        arrivals = 0 if self.routed_only else poisson(rng, self.service_rate * load * burst * dt_s)
         ranks = self.ranks
         if len(ranks) == 1:
             ranks[0].step(now_ms, dt_s, arrivals)

@@ -84,6 +84,7 @@ class FleetProfile:
     """
 
     gpu_counts: tuple = (1, 2, 4, 8)  # host sizes, picked evenly
+    gpu_counts_in_turn: bool = False  # host i gets gpu_counts[i % len] instead of a seeded pick
     unhealthy_gpu_share: float = 0.03  # of GPUs, at any moment
     gpu_fault_mean_s: float = 180.0  # how long a GPU fault lasts on average
     stale_per_hour: float = 1.0  # stale spells started per host-hour
@@ -143,7 +144,9 @@ class SimulatedHost:
         self.profile = profile
         self.interval_ms = interval_ms
         self.instance_id = f"{id_prefix}-{index:0{id_width}d}"
-        self.shape = shape = shape_for(rng.choice(profile.gpu_counts))
+        drawn = rng.choice(profile.gpu_counts)  # drawn either way: the host's stream stays as it was
+        counts = profile.gpu_counts
+        self.shape = shape = shape_for(counts[index % len(counts)] if profile.gpu_counts_in_turn else drawn)
         self.hostname = f"{shape.name}-{index:05d}.sim.internal"
         self.address = f"10.{64 + index // 65536 % 64}.{index // 256 % 256}.{index % 256}"
         self.port = 8000

@@ -36,14 +36,14 @@ class HotWriteView(APIView):
     normalising and storing the snapshot. This view applies the very same
     steps as ``ControlPlaneViewSet``, in the same order and with the same
     functions (``controlplane.api.auth``, ``parse_json_body``, the error
-    envelope): 405, 401, 415, 400, 403, 429, then ``post(request)`` with
-    ``request.data`` and ``request.auth`` set. It is an APIView only so the
-    OpenAPI schema describes it like every other endpoint.
+    envelope): 405, 401, 415, 400, 403, 429, then ``work(data, grant)``
+    (``answer_write``). It is an APIView only so the OpenAPI schema describes
+    it like every other endpoint (through ``post``, which a subclass decorates).
 
     Under ``up`` its path is answered by the hot lane (``controlplane.api.hot_lane``),
     which finds it in the URLconf: a new hot write is one ``path()`` line of
-    a ``urls.py``. The views call nothing the lane's request does not carry:
-    ``method``, ``META``, ``body``, ``content_type`` (no ``user``, ``GET`` or ``COOKIES``).
+    a ``urls.py``; the lane calls the same ``answer_write`` with a record of
+    the WSGI environ (``method``, ``META``, ``body``, ``content_type``).
     """
 
     write_scope = None
@@ -54,31 +54,47 @@ class HotWriteView(APIView):
     permission_classes = [ScopedAccess]
 
     def dispatch(self, request, *args, **kwargs):
-        response = self._answer(request)
-        response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
-        return response
+        return answer_write(self, request)
 
-    def _answer(self, request):
-        try:
-            if request.method != "POST":
-                raise exceptions.MethodNotAllowed(request.method)
-            grant = None
-            if request.META.get("HTTP_AUTHORIZATION"):
-                grant = BearerTokenAuthentication().authenticate(request)[1]
-            body = request.body
-            data = {}
-            if body:  # as DRF: an empty body is no data, whatever its content type
-                if request.content_type != "application/json":
-                    raise exceptions.UnsupportedMediaType(request.content_type)
-                data = parse_json_body(body)
-            allowed, grant = may_access(request, grant, data, self.write_scope)
+    def post(self, request):
+        """What the schema describes (a subclass decorates it); both entry points answer through ``work``."""
+        return self.work(request.data, request.auth)
+
+    def work(self, data, grant):
+        """The endpoint itself: an answer to the parsed body ``data`` of a caller allowed as ``grant``."""
+        raise NotImplementedError
+
+
+def answer_write(view, request):
+    """A ``HotWriteView``'s answer, for Django's request and the hot lane's alike.
+
+    The steps, each one function shared with every other endpoint: 405, 401
+    (``BearerTokenAuthentication``), 415, 400 (``parse_json_body``), 403
+    (``may_access``), 429 (``write_allowance``, unless the view is not
+    ``rate_limited``), then ``view.work(data, grant)``. ``request`` needs
+    ``method``, ``META``, ``content_type`` and ``body`` only.
+    """
+    try:
+        if request.method != "POST":
+            raise exceptions.MethodNotAllowed(request.method)
+        grant = None
+        if request.META.get("HTTP_AUTHORIZATION"):
+            grant = BearerTokenAuthentication().authenticate(request)[1]
+        body = request.body
+        data = {}
+        if body:  # as DRF: an empty body is no data, whatever its content type
+            if request.content_type != "application/json":
+                raise exceptions.UnsupportedMediaType(request.content_type)
+            data = parse_json_body(body)
+        allowed, grant = may_access(request, grant, data, view.write_scope)
+        if not allowed:
+            raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
+        if view.rate_limited:
+            allowed, retry_after = write_allowance(request, grant, data)
             if not allowed:
-                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
-            if self.rate_limited:
-                allowed, retry_after = write_allowance(request, grant, data)
-                if not allowed:
-                    raise exceptions.Throttled(retry_after)
-            request.data, request.auth = data, grant
-            return self.post(request)
-        except (exceptions.APIException, RequestDataTooBig) as exc:
-            return errors.envelope_exception_handler(exc, {"view": self})
+                raise exceptions.Throttled(retry_after)
+        response = view.work(data, grant)
+    except (exceptions.APIException, RequestDataTooBig) as exc:
+        response = errors.envelope_exception_handler(exc, {"view": view})
+    response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
+    return response

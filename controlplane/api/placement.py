@@ -37,6 +37,22 @@ class PlacementBodyBase(serializers.Serializer):
                                     required=False, default=list)
 
 
+def decision_body(decision, now, candidate_answer):
+    """The answer's body: the verdict, what was considered and left out, and ``candidate_answer`` of each
+    candidate answered (the role's fields)."""
+    verdict = decision.verdict.value
+    return {
+        "ok": verdict in ("accept", "queue"),
+        "verdict": verdict,
+        "reason": decision.reason,
+        "generated_at": now,
+        "considered": decision.considered,
+        "eligible": decision.eligible,
+        "excluded": decision.excluded,
+        "candidates": [candidate_answer(ranked) for ranked in decision.answered],
+    }
+
+
 def destination(candidates):
     """The header's value: ``host:port`` of each candidate, best first (IPv6 hosts in brackets)."""
     def address(candidate):
@@ -68,5 +84,5 @@ class PlacementView(HotWriteView):
     rate_limited = False
     body_serializer = None
 
-    def post(self, request):
-        return self.answer(self.body_serializer().to_internal_value(request.data))
+    def work(self, data, grant):
+        return self.answer(self.body_serializer().to_internal_value(data))

@@ -4,6 +4,8 @@ import dataclasses
 import enum
 import hashlib
 
+import numpy as np
+
 
 class Verdict(enum.Enum):
     ACCEPT = "accept"
@@ -38,3 +40,28 @@ REASONS = {Verdict.ACCEPT: "lowest_pressure", Verdict.QUEUE: "all_saturated",
 def stable_hash(text):
     """A 64-bit hash that is the same in every process (Python's ``hash`` of a str is not)."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+class Sieve:
+    """Eligibility as a mask over a board's slots: each ``drop`` takes out what fails one rule and counts it
+    under that rule, so an entry is counted under the first rule it fails (a request's ``exclude`` first)."""
+
+    def __init__(self, present, slot_of, exclude):
+        self.remaining = present.copy()
+        self._excluded = {}
+        if exclude:
+            asked = np.zeros(len(present), dtype=bool)
+            asked[[slot_of[key] for key in exclude if key in slot_of]] = True
+            self.drop("excluded", asked)
+
+    def drop(self, rule, failing):
+        failed = self.remaining & failing
+        count = int(np.count_nonzero(failed))
+        if count:
+            self._excluded[rule] = count
+            self.remaining[failed] = False
+
+    def excluded(self):
+        """``{rule: count}`` of what was taken out, by rule name."""
+        return dict(sorted(self._excluded.items()))
+

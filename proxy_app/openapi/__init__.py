@@ -87,6 +87,13 @@ heartbeat_schema = write_operation(
     ],
 )
 
+# And the unregister (proxy_app.views.UnregisterView): a whole pool may leave at once.
+unregister_schema = write_operation(
+    "instance_unregister", "Unregister an instance",
+    "Deletes the instance and records a last status change to `unregistered`.",
+    InstanceId, {200: Unregistered}, "instance", tags=INSTANCES, examples=[UNREGISTER_EXAMPLE],
+)
+
 
 instance_schema = extend_schema_view(
     register=write_operation(
@@ -95,11 +102,6 @@ instance_schema = extend_schema_view(
             "when non-empty; meta merged; capabilities replaced (absent or null clears them); "
             "registered_at, load and the latest resource kept."
         ), InstanceRegister, {200: InstanceRegistered}, "instance", tags=INSTANCES, examples=[REGISTER_EXAMPLE],
-    ),
-    unregister=write_operation(
-        "instance_unregister", "Unregister an instance",
-        "Deletes the instance and records a last status change to `unregistered`.",
-        InstanceId, {200: Unregistered}, "instance", tags=INSTANCES, examples=[UNREGISTER_EXAMPLE],
     ),
     list_instances=list_operation(
         "instance_list", "List instances", "instances", "by id", InstanceRow, "Instance", tags=INSTANCES,

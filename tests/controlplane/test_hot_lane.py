@@ -10,11 +10,13 @@ import json
 import logging
 
 import pytest
-from django.db import OperationalError, connection
+from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.wsgi import WSGIHandler
+from django.db import OperationalError, close_old_connections, connection, reset_queries
 from django.test import Client
 
 from controlplane.api import ratelimit
-from controlplane.api.hot_lane import STEPS_ASIDE, HotLane, lane_middleware
+from controlplane.api.hot_lane import STANDS_FOR, STEPS_ASIDE, HotLane
 from controlplane.ops.metrics import REQUESTS
 from tests.controlplane.test_hot_path_parity import CASES, VALID, authorization, raw, tokens  # noqa: F401 - a fixture
 from tests.hot_lane import HotLaneClient
@@ -143,14 +145,78 @@ def test_what_up_serves_is_the_hot_lane_over_both_hot_writes():
 
     assert "controlplane.wsgi:application" in web_server_argv("127.0.0.1", 8000, 2)
     assert isinstance(wsgi.application, HotLane)
-    assert {SNAPSHOT, HEARTBEAT} <= set(wsgi.application.routes)
-    assert {route.url_name for route in wsgi.application.routes.values()} >= {
-        "instance-resource-snapshot", "instance-heartbeat"}
+    assert {SNAPSHOT, HEARTBEAT, "/v1/instance/unregister"} <= set(wsgi.application.routes)
+    assert {route.name for route in wsgi.application.routes.values()} >= {
+        "instance-resource-snapshot", "instance-heartbeat", "instance-unregister"}
 
 
-def test_it_runs_every_middleware_but_those_that_step_aside(settings):
-    kept = [cls.__module__ + "." + cls.__name__ for cls in lane_middleware()]
-    assert kept == [path for path in settings.MIDDLEWARE if path not in STEPS_ASIDE]
-    assert "controlplane.ops.metrics.RequestMetricsMiddleware" in kept
-    assert "controlplane.api.outage.DatabaseRecoveryMiddleware" in kept
-    assert "controlplane.api.middleware.BodySizeLimitMiddleware" in kept
+def test_it_knows_what_every_middleware_would_do_and_refuses_one_it_does_not(settings):
+    assert set(settings.MIDDLEWARE) == STANDS_FOR | STEPS_ASIDE
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
+    with pytest.raises(ImproperlyConfigured, match="GZipMiddleware"):
+        HotLane(WSGIHandler())
+
+
+def test_it_runs_what_the_request_signals_run_without_sending_them():
+    lane = HotLane(WSGIHandler())
+    assert {reset_queries, close_old_connections} <= set(lane.on_started)
+    assert close_old_connections in lane.on_finished
+
+
+def test_a_disallowed_host_is_the_same_400_and_log_line(registered, tokens, caplog):
+    extra = {**authorization(tokens, "instance"), "HTTP_HOST": "evil.example"}
+    with caplog.at_level(logging.WARNING):
+        django, lane, answered = both("post", SNAPSHOT, raw(VALID), "application/json", extra)
+    assert lane == django and lane[0] == 400 and answered == 1
+    assert "Host" in json.loads(lane[1])["detail"]
+    lines = [(record.name, record.levelname) for record in caplog.records if record.name.startswith("django.")]
+    assert lines == [("django.security.DisallowedHost", "WARNING")] * 2
+
+
+def test_the_security_headers_over_https_are_djangos(registered, tokens, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_HSTS_SECONDS, settings.SECURE_HSTS_PRELOAD = 3600, True
+    settings.SECURE_SSL_REDIRECT, settings.SECURE_REDIRECT_EXEMPT = True, [r"^v1/"]
+    for proto in ("https", "http"):
+        extra = {**authorization(tokens, "instance"), "HTTP_X_FORWARDED_PROTO": proto}
+        django, lane, answered = both("post", SNAPSHOT, raw(VALID), "application/json", extra)
+        assert lane == django and lane[0] == 200 and answered == 1
+        assert ("Strict-Transport-Security" in dict(lane[2])) == (proto == "https")
+
+
+def test_an_answer_before_the_url_is_resolved_is_counted_unmatched(registered, tokens, settings):
+    settings.FLEETWATCH_MAX_BODY_BYTES = 64
+    before = REQUESTS.labels("unmatched", "POST", "413")._value.get()
+    for client in (Client(), HotLaneClient()):
+        response = client.post(SNAPSHOT, raw(VALID), content_type="application/json", **authorization(tokens, "instance"))
+        assert response.status_code == 413
+    assert REQUESTS.labels("unmatched", "POST", "413")._value.get() - before == 2
+
+
+def test_an_unexpected_error_is_the_same_500_logged_once(registered, tokens, caplog, monkeypatch):
+    from proxy_app import views
+
+    def broken(*args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "ingest_snapshot", broken)
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        django, lane, answered = both("post", SNAPSHOT, raw(VALID), "application/json",
+                                      authorization(tokens, "instance"))
+    assert lane == django and lane[0] == 500 and answered == 1
+    lines = [record.getMessage() for record in caplog.records if record.name == "django.request"]
+    assert lines == ["Internal Server Error: /v1/instance/resource_snapshot"] * 2
+
+
+@pytest.mark.parametrize("case, body", [
+    ("known", {"instance_id": "i-1"}), ("unknown", {"instance_id": "nobody"}), ("no id", {}),
+])
+def test_it_answers_unregisters_as_django(registered, tokens, case, body):
+    django, lane, answered = both("post", "/v1/instance/unregister", raw(body), "application/json",
+                                  authorization(tokens, "instance"))
+    if case == "known":  # the first unregister took it: the lane's is of an unknown id
+        assert json.loads(django[1]) == {"ok": True} and json.loads(lane[1]) == {"ok": False}
+        assert [h for h in django[2] if h[0] != "Content-Length"] == [h for h in lane[2] if h[0] != "Content-Length"]
+    else:
+        assert lane == django
+    assert answered == 1

@@ -73,6 +73,14 @@ def test_it_counts_what_this_proxy_placed_since_the_latest_report():
     assert decision.ranked[1].pressure == pytest.approx(0.2)
 
 
+def test_what_this_proxy_placed_orders_the_ranking_but_never_sheds_or_moves_a_session():
+    busy_by_us = [instance("a", pending=40), instance("b", pending=30)]
+    decision = decide(busy_by_us, Request(session_key="k"), POLICY, NOW)
+    assert decision.verdict is Verdict.ACCEPT  # the reports show idle engines
+    sticky = decide([instance("a"), instance("b")], Request(session_key="k"), POLICY, NOW).ranked[0]
+    assert decision.ranked[0].candidate.instance_id == sticky.candidate.instance_id
+
+
 @pytest.mark.parametrize("fields, rule", [
     ({"last_seen_at": NOW - 31}, "stale"),
     ({"fenced": True}, "fenced"),

@@ -113,7 +113,7 @@ def test_kv_usage_follows_the_running_requests_and_their_lengths():
     for load, seconds in ((0.1, 120), (0.6, 120), (2.5, 120), (0.0, 600)):
         objects += drive(engine, seconds, load, start_ms=T0_MS + len(objects) * 1000)
         # The cache holds each running request's prompt and what it generated so far.
-        held = sum(prompt + generated for prompt, _, generated, _ in rank.running)
+        held = sum(prompt + generated for prompt, _, generated, *_ in rank.running)
         assert engine.objects(T0_MS + len(objects) * 1000)[0]["kv_cache_usage_ratio"] == pytest.approx(
             min(1.0, held / rank.capacity_tokens), abs=1e-4)
 

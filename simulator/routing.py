@@ -1,0 +1,137 @@
+"""Routing policies of the benchmark: where the next request goes (pure, no network, no clock).
+
+Three policies are a client's own, over the instance list it last read
+(``GET /v1/instance/list``, refreshed every ``LIST_REFRESH_S``, as a
+client-side balancer re-reads its upstreams): the instances whose status is
+``alive``. What a client cannot see from the list (an engine that died
+while its agent still reports, a slow or saturated one, a GPU in error) it
+does not avoid, but it learns from its own failures as nginx does by
+default: a refused connection is tried again on another instance
+(``proxy_next_upstream error``), and an instance that failed a request is
+left out for ``FAIL_TIMEOUT_S`` (``max_fails=1 fail_timeout=10s``).
+
+- ``round-robin``: the next instance in turn.
+- ``least-inflight``: the instance with the fewest of this client's own
+  requests in flight (sent and not finished), ties in turn (nginx's
+  ``least_conn``).
+- ``random``: one at random (seeded).
+
+The fourth, ``placement``, asks the Proxy (``POST /v1/placement``, SPEC
+14.1) and takes the first candidate of its answer (``placement_choice``
+reads it); a refused request is asked again with that instance in
+``exclude``.
+"""
+
+from __future__ import annotations
+
+from random import Random
+
+PLACEMENT = "placement"
+ROUND_ROBIN = "round-robin"
+LEAST_INFLIGHT = "least-inflight"
+RANDOM = "random"
+POLICIES = (PLACEMENT, ROUND_ROBIN, LEAST_INFLIGHT, RANDOM)
+LIST_REFRESH_S = 5.0
+FAIL_TIMEOUT_S = 10.0  # nginx's default fail_timeout
+MAX_ATTEMPTS = 3  # a refused request is tried on up to this many instances
+
+# What the router does with a request, from the Proxy's verdict (SPEC 14.1).
+SEND, SHED, UNAVAILABLE, ROUTE_ERROR = "send", "shed", "unavailable", "route_error"
+
+
+def routable(rows, fleet_ids):
+    """The instance ids of a list answer a client would route to: alive ones of the fleet, in list order."""
+    if not isinstance(rows, list):
+        return []
+    return [row["instance_id"] for row in rows
+            if isinstance(row, dict) and row.get("instance_id") in fleet_ids and row.get("status") == "alive"]
+
+
+def placement_choice(status, data, fleet_ids):
+    """``(action, instance_id|None)`` of a ``POST /v1/placement`` answer.
+
+    200 with candidates: send to the first one of the fleet; 429: shed;
+    503, or 200 without a usable candidate: unavailable; anything else (a
+    Proxy without the endpoint, a 400, a 5xx, not JSON): a route error.
+    """
+    if status == 429:
+        return SHED, None
+    if status == 503:
+        return UNAVAILABLE, None
+    if status != 200 or not isinstance(data, dict):
+        return ROUTE_ERROR, None
+    for candidate in data.get("candidates") or ():
+        if isinstance(candidate, dict) and candidate.get("instance_id") in fleet_ids:
+            return SEND, candidate["instance_id"]
+    return UNAVAILABLE, None
+
+
+class ClientPolicy:
+    """A client-side policy over the instance list it last read; counts its own requests in flight."""
+
+    name = None
+
+    def __init__(self, seed=0):
+        self.instances = []
+        self.inflight = {}
+        self.down_until = {}  # instance id -> until when (s) it is left out after a failure
+        self.rng = Random(f"fleetwatch-routing-{self.name}:{seed}")
+        self.turn = 0
+
+    def update(self, instance_ids):
+        """A fresh read of the list: route over these from now on."""
+        self.instances = list(instance_ids)
+
+    def started(self, instance_id):
+        self.inflight[instance_id] = self.inflight.get(instance_id, 0) + 1
+
+    def finished(self, instance_id):
+        self.inflight[instance_id] -= 1
+
+    def failed(self, instance_id, now_s):
+        """A request to ``instance_id`` failed at ``now_s``: leave it out for ``FAIL_TIMEOUT_S``."""
+        self.down_until[instance_id] = now_s + FAIL_TIMEOUT_S
+
+    def candidates(self, now_s, exclude=()):
+        """The instances to choose among: the listed ones not left out (all listed ones if every one is)."""
+        up = [i for i in self.instances if i not in exclude and self.down_until.get(i, 0.0) <= now_s]
+        return up or [i for i in self.instances if i not in exclude]
+
+    def choose(self, now_s, exclude=()):
+        """The instance id the next request goes to, or None when the list has none."""
+        raise NotImplementedError
+
+
+class RoundRobin(ClientPolicy):
+    name = ROUND_ROBIN
+
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
+        if not instances:
+            return None
+        self.turn += 1
+        return instances[(self.turn - 1) % len(instances)]
+
+
+class LeastInflight(ClientPolicy):
+    name = LEAST_INFLIGHT
+
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
+        if not instances:
+            return None
+        count = len(instances)
+        start, self.turn = self.turn % count, self.turn + 1
+        ordered = instances[start:] + instances[:start]  # ties in turn
+        return min(ordered, key=lambda instance_id: self.inflight.get(instance_id, 0))
+
+
+class RandomChoice(ClientPolicy):
+    name = RANDOM
+
+    def choose(self, now_s, exclude=()):
+        instances = self.candidates(now_s, exclude)
+        return self.rng.choice(instances) if instances else None
+
+
+CLIENT_POLICIES = {policy.name: policy for policy in (RoundRobin, LeastInflight, RandomChoice)}

@@ -1,0 +1,35 @@
+"""The routing benchmark against a Proxy served by ``up``: every policy routes the workload for a few
+seconds, and the JSON has a row of every field for each (the figures themselves are bench/README.md's)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from simulator.routing import POLICIES
+from tests.live import ROOT
+
+pytestmark = pytest.mark.live
+
+FIELDS = {"requests", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "shed", "failed", "sent_to_failed_host_after_2s"}
+
+
+def test_it_routes_the_workload_by_every_policy_and_writes_the_table(servers, tmp_path):
+    server = servers(roles="proxy").start()
+    path = tmp_path / "routing.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "simulate_fleet", "--routing-benchmark", "--proxy-url", server.url,
+         "--routing-duration", "4", "--routing-hosts", "8", "--no-progress", "--json", str(path)],
+        cwd=ROOT, env=server.env(), capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    routing = json.loads(path.read_text())["routing"]
+
+    assert list(routing) == list(POLICIES)
+    for policy, row in routing.items():
+        assert FIELDS <= set(row), policy
+        assert row["requests"] > 0 and row["served"] > 0, (policy, row)
+        assert row["failed_by_kind"]["route_error"] == 0, (policy, row)
+    assert "routing benchmark" in run.stdout
+    assert server.get("/v1/instance/list") == []  # every policy's fleet unregistered
