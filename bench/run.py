@@ -187,7 +187,7 @@ def pool_reads(args, deployment, on, off, reader, token):
     full = curl_seconds(on.url + full_path, 5, reader)
     size_mb = len(requests.get(on.url + full_path, headers={"Authorization": f"Bearer {reader}"},
                                timeout=120).content) / 2**20
-    row(f"full GET /v1/instance/list, {size} instances ({size_mb:.0f} MB), curl", f"{full:.2f} s",
+    row(f"full GET /v1/instance/list, {size} instances ({size_mb:.0f} MB), curl", f"{full:.3f} s",
         f"≤ {FULL_LIST_TARGET_S:.3f} s", full <= FULL_LIST_TARGET_S)
     in_python = timed_gets(on.url, full_path, 5, token=reader)["p50"] / 1000
     row("  the same read by Python requests (its own decoding included)", f"{in_python:.2f} s")
