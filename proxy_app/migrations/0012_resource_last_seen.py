@@ -86,7 +86,8 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='instanceresource',
             name='last_seen_at',
-            field=models.FloatField(blank=True, editable=False, help_text="The instance's last_seen_at, copied by the database.", null=True),
+            field=models.FloatField(blank=True, editable=False, null=True,
+                                    help_text="The instance's last_seen_at, copied by the database."),
         ),
         migrations.RunPython(create_triggers, drop_triggers),
     ]

@@ -92,5 +92,6 @@ def test_it_copies_each_instances_last_contact_onto_its_resource_row(at_0011):
     copied = dict(new.get_model("proxy_app", "InstanceResource").objects.values_list("instance_id", "last_seen_at"))
 
     assert copied == {"i-0": 100.0, "i-1": 250.5}
-    new.get_model("proxy_app", "Instance").objects.filter(pk="i-1").update(last_seen_at=300.0)  # the trigger is in place
+    # The trigger is in place: the next contact is copied too.
+    new.get_model("proxy_app", "Instance").objects.filter(pk="i-1").update(last_seen_at=300.0)
     assert new.get_model("proxy_app", "InstanceResource").objects.get(pk="i-1").last_seen_at == 300.0
