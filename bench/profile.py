@@ -61,7 +61,7 @@ class Wsgi:
     def __init__(self, token):
         from django.core.handlers.wsgi import WSGIHandler
 
-        from controlplane.api.hot_lane import HotLane
+        from controlplane.ops.hot_lane import HotLane
 
         self.handler = WSGIHandler()
         self.lane = HotLane(self.handler)

@@ -1,4 +1,4 @@
-"""What ``up`` serves: the hot lane (``controlplane.api.hot_lane``) in front of Django's WSGI handler."""
+"""What ``up`` serves: the hot lane (``controlplane.ops.hot_lane``) in front of Django's WSGI handler."""
 
 import os
 
@@ -7,6 +7,6 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_wsgi_application()
 
-from controlplane.api.hot_lane import HotLane  # noqa: E402 - needs the apps that get_wsgi_application set up
+from controlplane.ops.hot_lane import HotLane  # noqa: E402 - needs the apps that get_wsgi_application set up
 
 application = HotLane(django_application)

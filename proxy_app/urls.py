@@ -11,7 +11,7 @@ router.register("v1/instance", InstanceViewSet, basename="instance")
 router.register("debug", PoolDebugViewSet, basename="proxy-debug")
 
 urlpatterns = [
-    # HotWriteViews: the hot lane (controlplane/api/hot_lane.py) answers them below Django's machinery.
+    # HotWriteViews: the hot lane (controlplane/ops/hot_lane.py) answers them below Django's machinery.
     path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
     path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/instance/unregister", UnregisterView.as_view(), name="instance-unregister"),

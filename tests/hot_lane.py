@@ -3,7 +3,7 @@
 A test module marked ``both_entry_points`` runs each of its tests twice
 (``tests/conftest.py``): through Django's test client as ever, and through
 ``HotLaneClient``, which builds the same WSGI environ, calls the hot lane callable
-(``controlplane.api.hot_lane.HotLane``) as a server would, reads the status line,
+(``controlplane.ops.hot_lane.HotLane``) as a server would, reads the status line,
 headers and body it answers, and hands back a response the test reads as
 any other. Requests the hot lane hands to Django take Django's test path.
 """
@@ -16,7 +16,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse
 from django.test import Client
 
-from controlplane.api.hot_lane import HotLane
+from controlplane.ops.hot_lane import HotLane
 
 
 class HotLaneClient(Client):

@@ -40,7 +40,7 @@ class HotWriteView(APIView):
     (``answer_write``). It is an APIView only so the OpenAPI schema describes
     it like every other endpoint (through ``post``, which a subclass decorates).
 
-    Under ``up`` its path is answered by the hot lane (``controlplane.api.hot_lane``),
+    Under ``up`` its path is answered by the hot lane (``controlplane.ops.hot_lane``),
     which finds it in the URLconf: a new hot write is one ``path()`` line of
     a ``urls.py``; the lane calls the same ``answer_write`` with a record of
     the WSGI environ (``method``, ``META``, ``body``, ``content_type``).

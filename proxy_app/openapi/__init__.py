@@ -54,7 +54,7 @@ UNKNOWN_INSTANCE_HELP = (
 # --- the operations --------------------------------------------------------------------------
 
 # The snapshot report and the heartbeat are served by views of their own (HotWriteViews of
-# proxy_app.views: the hot lane serves them, controlplane/api/hot_lane.py).
+# proxy_app.views: the hot lane serves them, controlplane/ops/hot_lane.py).
 snapshot_schema = write_operation(
     "instance_resource_snapshot", "Report a resource snapshot", (
         "Stores the latest snapshot of an instance and refreshes its last_seen_at. "

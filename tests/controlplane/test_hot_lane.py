@@ -1,4 +1,4 @@
-"""The hot lane (``controlplane.api.hot_lane``) answers as Django does: status, body, every header, metrics, logs.
+"""The hot lane (``controlplane.ops.hot_lane``) answers as Django does: status, body, every header, metrics, logs.
 
 Each request goes once through Django's test client and once through the
 hot lane over WSGI (``tests.hot_lane.HotLaneClient``), on the app's own
@@ -16,7 +16,7 @@ from django.db import OperationalError, close_old_connections, connection, reset
 from django.test import Client
 
 from controlplane.api import ratelimit
-from controlplane.api.hot_lane import STANDS_FOR, STEPS_ASIDE, HotLane
+from controlplane.ops.hot_lane import STANDS_FOR, STEPS_ASIDE, HotLane
 from controlplane.ops.metrics import REQUESTS
 from tests.controlplane.test_hot_path_parity import CASES, VALID, authorization, raw, tokens  # noqa: F401 - a fixture
 from tests.hot_lane import HotLaneClient
