@@ -174,42 +174,45 @@ def lane_profile(wsgi, bodies, calls):
     print("\n".join("    " + text for text in out.getvalue().splitlines()[6:]), flush=True)
 
 
-def pool_summary(args):
-    """pool_resource fresh, its two aggregates, and the floor of one scan of the resource table."""
+def pool_summary(args, wsgi):
+    """pool_resource fresh through the handler, its statements one by one, and the floor of one scan."""
     from django.db import connection
+    from django.db.models import F, Max
 
     from controlplane import clock
-    from proxy_app.models import Instance, InstanceResource
+    from controlplane.endpoints.admission import Admission
+    from proxy_app import pool_sql
+    from proxy_app.models import Instance
     from proxy_app.pool import pool_resource, pool_totals
 
+    # The pool as seeded, moved to now: the parts above took longer than the TTL.
     now = clock.now()
+    Instance.objects.update(last_seen_at=F("last_seen_at") + (now - Instance.objects.aggregate(Max("last_seen_at"))[
+        "last_seen_at__max"]))
+    since, vendor = now - Instance.ttl_s(), connection.vendor
     count = Instance.objects.count()
     calls = max(5, args.calls // 200)
     print(f"pool_resource over {count:,} instances (CPU per call, median of 5 batches of {calls})")
-    line("pool_resource() fresh, as GET /debug/pool_resource computes it", per_call_ms(
-        lambda i: pool_resource(now), calls))
-    line("  pool_totals(): the two SQL aggregates", per_call_ms(lambda i: pool_totals(now), calls))
-    resource_table = InstanceResource._meta.db_table
-    columns = ["cpu_util", "memory_used_mb", "memory_total_mb", "memory_free_ratio", "gpu_util_avg",
-               "gpu_util_max", "gpu_mem_used_mb", "gpu_mem_total_mb", "gpu_count", "network_rx_mbps",
-               "network_tx_mbps", "resource_reported_at"]
-    aggregates = ", ".join(["count(*)"] + [f"sum({c}), max({c})" for c in columns[:4]]
-                           + [f"sum({c})" for c in columns[4:]])
-    floor_sql = f"SELECT {aggregates} FROM {resource_table}"
+    line("GET /debug/pool_resource through the hot lane (what up serves)", per_call_ms(
+        lambda i: wsgi.call("GET", "/debug/pool_resource", lane=True), calls))
+    line("  pool_resource() fresh, as the view computes it", per_call_ms(lambda i: pool_resource(now), calls))
+    line("    pool_totals(): its statements", per_call_ms(lambda i: pool_totals(now), calls))
 
-    def scan(i):
-        with connection.cursor() as cursor:
-            cursor.execute(floor_sql)
-            cursor.fetchall()
+    def statement(sql, params):
+        def run(i):
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                cursor.fetchall()
+        return run
 
-    line(f"  floor: one table, {aggregates.count('(') } aggregates, no join, no filter", per_call_ms(scan, calls))
-
-    def count_only(i):
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM {resource_table}")
-            cursor.fetchall()
-
-    line("  floor: count(*) of the resource table", per_call_ms(count_only, calls))
+    resource_params = [*Admission.values, 5.0, 0.8, since]
+    line("      the instances' counts and load (6 aggregates)", per_call_ms(
+        statement(pool_sql.instances_sql(vendor), [since] * 5), calls))
+    line("      the reporting resources' figures (29 aggregates)", per_call_ms(
+        statement(pool_sql.resources_sql(vendor), resource_params), calls))
+    floor = pool_sql.resources_sql(vendor).split(" FROM ", 1)[1]
+    line("      floor: the same scan and filter, count(*) alone", per_call_ms(
+        statement(f"SELECT COUNT(*) FROM {floor}", [since]), calls))
 
 
 def full_list(args, wsgi):
@@ -218,7 +221,7 @@ def full_list(args, wsgi):
 
     from controlplane import clock
     from controlplane.series.queries import raw_rows
-    from proxy_app.listing import COLUMNS, _with_text_columns, instance_rows
+    from proxy_app.listing import COLUMNS, _with_text_columns, instance_list_json, instance_rows
     from proxy_app.models import Instance
 
     now = clock.now()
@@ -232,6 +235,9 @@ def full_list(args, wsgi):
     line("  instance_rows(): fetch and build the rows", per_call_ms(lambda i: instance_rows(queryset, now), 2))
     rows = instance_rows(queryset, now)
     line("  orjson.dumps of the built rows", per_call_ms(lambda i: orjson.dumps(rows), 2))
+
+    line("  instance_list_json(): the same three, the garbage collector paused (what the view calls)",
+         per_call_ms(lambda i: instance_list_json(queryset, now), 2))
     line("GET one page of 100 at offset 5,000", per_call_ms(
         lambda i: wsgi.call("GET", "/v1/instance/list?include_dead=true&limit=100&offset=5000"), 20))
 
@@ -242,7 +248,7 @@ def inside(args):
     django.setup()
     wsgi = Wsgi(args.token)
     request_floor(args, wsgi)
-    pool_summary(args)
+    pool_summary(args, wsgi)
     full_list(args, wsgi)
 
 

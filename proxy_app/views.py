@@ -10,7 +10,7 @@ from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app import pool
 from proxy_app.history import INSTANCES, POOL
 from proxy_app.ingest import IngestResult, ingest_snapshot
-from proxy_app.listing import instance_rows, resource_rows
+from proxy_app.listing import instance_list_json, resource_rows
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.openapi import (
@@ -119,7 +119,7 @@ class InstanceViewSet(ControlPlaneViewSet):
     def list_instances(self, request):
         now = clock.now()
         instances = Instance.objects.in_view(query_bool(request, "include_dead", False), now)
-        return self.rows_response(instances, lambda page: instance_rows(page, now))
+        return self.rows_response(instances, lambda page: instance_list_json(page, now))
 
     @action(detail=False, methods=["get"])
     def history(self, request):

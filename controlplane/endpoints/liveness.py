@@ -81,6 +81,23 @@ def status_at(last_seen_at, now, ttl_s, heartbeat_interval_s):
     return Status.SUSPECT
 
 
+def status_reader(now, ttl_s, heartbeat_interval_s):
+    """``read(last_seen_at)`` → ``(status_at(…).value, is_alive(…))`` for many entries at one ``now``
+    (a list of 10,000): the same arithmetic, the alive window worked out once."""
+    window = alive_window(ttl_s, heartbeat_interval_s)
+    alive, suspect, stale = (Status.ALIVE.value, True), (Status.SUSPECT.value, True), (Status.STALE.value, False)
+
+    def read(last_seen_at):
+        if last_seen_at is None:
+            return stale
+        age = now - last_seen_at
+        if age > ttl_s:
+            return stale
+        return alive if age <= window else suspect
+
+    return read
+
+
 def status_began_at(status, last_seen_at, ttl_s, heartbeat_interval_s):
     """The moment an entry last seen at ``last_seen_at`` entered ``status``.
 

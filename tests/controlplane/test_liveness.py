@@ -15,6 +15,7 @@ from controlplane.endpoints.liveness import (
     is_alive,
     status_at,
     status_began_at,
+    status_reader,
 )
 
 SEEN = 1767225600.0
@@ -82,6 +83,16 @@ def test_it_agrees_with_is_alive_on_every_status():
     for age in (0, 14.9, 15.1, 29.9, 30, 30.1, 100):
         status = status_at(SEEN, SEEN + age, TTL, INTERVAL)
         assert (status != Status.STALE) is is_alive(SEEN, SEEN + age, TTL)
+
+
+@pytest.mark.parametrize(("ttl_s", "interval"), [(TTL, INTERVAL), (2, 1), (0, 1)])
+def test_the_reader_of_many_entries_says_what_status_at_and_is_alive_say(ttl_s, interval):
+    now = SEEN + 100
+    read = status_reader(now, ttl_s, interval)
+    for age in (0, 0.1, 1.5, 1.6, 2, 2.1, 14.9, 15, 15.1, 29.9, 30, 30.1, 100):
+        seen = now - age
+        assert read(seen) == (status_at(seen, now, ttl_s, interval).value, is_alive(seen, now, ttl_s))
+    assert read(None) == (Status.STALE.value, False)
 
 
 def test_it_goes_straight_from_alive_to_stale_when_the_ttl_is_inside_the_window():

@@ -71,3 +71,27 @@ def test_it_recomputes_every_stored_canonical_form_and_fingerprint(at_0008):
                     "sha256:4e63e59360a6b6a97850ed7ef21cc975dc23f9f5a728a51606207457bc996d41"),
         "i-none": (None, None),
     }
+
+
+@pytest.fixture
+def at_0011():
+    """The database as 0011 left it (liveness on the instance row only); latest afterwards."""
+    yield _migrate([("proxy_app", "0011_placement_and_fencing")])
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_copies_each_instances_last_contact_onto_its_resource_row(at_0011):
+    Instance, InstanceResource = (at_0011.get_model("proxy_app", name) for name in ("Instance", "InstanceResource"))
+    for n, seen in enumerate((100.0, 250.5)):
+        Instance.objects.create(instance_id=f"i-{n}", host="10.0.0.1", port=8000 + n, registered_at=1.0,
+                                last_seen_at=seen)
+        InstanceResource.objects.create(instance_id=f"i-{n}", has_raw_resource=True)
+
+    new = _migrate([("proxy_app", "0012_resource_last_seen")])
+    copied = dict(new.get_model("proxy_app", "InstanceResource").objects.values_list("instance_id", "last_seen_at"))
+
+    assert copied == {"i-0": 100.0, "i-1": 250.5}
+    # The trigger is in place: the next contact is copied too.
+    new.get_model("proxy_app", "Instance").objects.filter(pk="i-1").update(last_seen_at=300.0)
+    assert new.get_model("proxy_app", "InstanceResource").objects.get(pk="i-1").last_seen_at == 300.0
