@@ -17,7 +17,7 @@ from proxy_app.models import Instance
 from proxy_app.placement import Board, Candidate, Policy
 
 FIELDS = (
-    "instance_id", "host", "port", "endpoints", "last_seen_at", "capabilities", "gpu_util",
+    "instance_id", "host", "port", "endpoints", "last_seen_at", "capability_fingerprint", "gpu_util",
     "fenced", "fence_reason", "had_ok_engine",
     "resource__resource_reported_at", "resource__has_raw_resource", "resource__admission_state",
     "resource__gpu_error_count", "resource__engine_count", "resource__engine_ok_count", "resource__engine_status",
@@ -30,22 +30,25 @@ def _names(values):
     return {value for value in values if isinstance(value, str) and value} if isinstance(values, list) else set()
 
 
-def served(capabilities, engine_models, engine_loras):
-    """``(models, adapters)`` an instance serves: its capabilities' model and adapters, its engines' models
-    and running LoRAs."""
+def declared(capabilities):
+    """``(models, adapters)`` an instance's capabilities declare: their model and adapters."""
     capabilities = capabilities if isinstance(capabilities, dict) else {}
     model = capabilities.get("model") if isinstance(capabilities.get("model"), dict) else {}
     adapters = [a.get("identifier") for a in capabilities.get("adapters") or () if isinstance(a, dict)]
-    return (frozenset(_names([model.get("identifier")]) | _names(engine_models)),
-            frozenset(_names(adapters) | _names(engine_loras)))
+    return frozenset(_names([model.get("identifier")])), frozenset(_names(adapters))
 
 
-def candidate_of(row, pending=0):
-    """The ``Candidate`` of one row of ``FIELDS``."""
+NOTHING_DECLARED = (frozenset(), frozenset())
+
+
+def candidate_of(row, pending=0, capabilities=NOTHING_DECLARED):
+    """The ``Candidate`` of one row of ``FIELDS``; ``capabilities``: what its capabilities declare
+    (``declared``), its engines' models and running LoRAs added to it."""
     fenced, _ = fences.effective_fence(
         row["fenced"], row["fence_reason"], row["had_ok_engine"], row["resource__engine_count"],
         row["resource__engine_ok_count"], row["resource__engine_status"], row["resource__gpu_error_count"])
-    models, adapters = served(row["capabilities"], row["resource__engine_models"], row["resource__engine_loras"])
+    models = capabilities[0] | _names(row["resource__engine_models"])
+    adapters = capabilities[1] | _names(row["resource__engine_loras"])
     gpu_util = row["resource__gpu_util_avg"]
     return Candidate(
         instance_id=row["instance_id"], host=row["host"], port=row["port"],
@@ -64,16 +67,34 @@ class InstanceBoard(LiveBoard):
 
     model = Instance
     fields = FIELDS
+    # Distinct capabilities a board keeps apart, beyond which it forgets them and reads them again.
+    MAX_FINGERPRINTS = 4096
+
+    def reset(self):
+        # fingerprint -> what those capabilities declare: a read carries the fingerprint, not the
+        # capabilities (decoding them for every changed row was most of a refresh's cost).
+        self._declared = {}
+        super().reset()
 
     def new_board(self, capacity):
         return Board(capacity=capacity)
+
+    def prepare(self, rows):
+        unknown = {row["capability_fingerprint"] for row in rows} - self._declared.keys() - {None}
+        if len(self._declared) + len(unknown) > self.MAX_FINGERPRINTS:
+            self._declared = {}
+            unknown = {row["capability_fingerprint"] for row in rows} - {None}
+        for fingerprint in unknown:
+            capabilities = Instance.objects.filter(capability_fingerprint=fingerprint).values_list(
+                "capabilities", flat=True).first()
+            self._declared[fingerprint] = declared(capabilities)
 
     def candidate_of(self, row, old_board):
         """The row's candidate, with the pending count of the same report carried over."""
         known = old_board.get(row["instance_id"])
         reported = row["resource__resource_reported_at"] if row["resource__has_raw_resource"] else None
-        return candidate_of(row, old_board.pending_of(row["instance_id"])
-                            if known is not None and known.reported_at == reported else 0)
+        pending = old_board.pending_of(row["instance_id"]) if known is not None and known.reported_at == reported else 0
+        return candidate_of(row, pending, self._declared.get(row["capability_fingerprint"], NOTHING_DECLARED))
 
     def changed_q(self, since):
         return Q(last_seen_at__gt=since) | Q(fence_changed_at__gt=since)

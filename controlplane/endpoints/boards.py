@@ -21,7 +21,9 @@ from django.db.models import Q
 
 from controlplane.endpoints.liveness import ChangeStatus
 
-OVERLAP_S = 1.0
+# Reports are stamped when they arrive and committed a few milliseconds later; half a second covers a
+# writer that waited for the lock, and the full read every FULL_EVERY_S covers anything slower.
+OVERLAP_S = 0.5
 FULL_EVERY_S = 30.0
 
 
@@ -55,6 +57,9 @@ class LiveBoard:
     def changed_q(self, since):
         return Q(last_seen_at__gt=since)
 
+    def prepare(self, rows):
+        """Called with each read's rows before their candidates are made (a role may look up what they share)."""
+
     # --- the board ------------------------------------------------------------------------
 
     def decide(self, request, now, dry_run=False):
@@ -81,6 +86,7 @@ class LiveBoard:
     def _read_all(self):
         old = self.board
         rows = list(self.model.objects.values(*self.fields))
+        self.prepare(rows)
         board = self.new_board(max(64, len(rows)))
         for row in rows:
             board.put(self.candidate_of(row, old))
@@ -89,7 +95,9 @@ class LiveBoard:
     def _read_changed(self, since):
         pk = self.model._meta.pk.name
         seen = set()
-        for row in self.model.objects.filter(self.changed_q(since)).values(*self.fields):
+        rows = list(self.model.objects.filter(self.changed_q(since)).values(*self.fields))
+        self.prepare(rows)
+        for row in rows:
             seen.add(row[pk])
             self.board.put(self.candidate_of(row, self.board))
         changes = self.model.status_change_model.objects

@@ -182,3 +182,20 @@ def test_feedback_needs_a_route_token(api, serving):
                         HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 403
     assert ApiToken.objects.filter(scope="route").exists()
+
+
+def test_it_matches_the_model_and_adapters_the_capabilities_declare(api, register_instance, report, frozen, settings):
+    from tests.factories import make_capabilities
+
+    settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0.25  # the board's own refreshes: capabilities read by fingerprint
+    register_instance("declared", capabilities=make_capabilities())
+    register_instance("plain")
+    for name in ("declared", "plain"):
+        assert report(name, make_snapshot(gpus=[make_gpu()])).status_code == 200
+    answer = place(api, model="meta-llama/Llama-3.1-8B-Instruct", adapter="sql-lora").json()
+    assert [c["instance_id"] for c in answer["candidates"]] == ["declared"]
+    assert answer["excluded"] == {"model": 1}
+    # New capabilities (another fingerprint) are read at the next refresh.
+    register_instance("plain", capabilities=make_capabilities(model={"identifier": "other", "revision": None}))
+    frozen.shift(0.3)
+    assert [c["instance_id"] for c in place(api, model="other").json()["candidates"]] == ["plain"]
