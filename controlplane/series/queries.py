@@ -17,6 +17,16 @@ def raw_rows(queryset):
         return cursor.fetchall()
 
 
+def raw_row_batches(queryset, size):
+    """``raw_rows`` of one query in lists of up to ``size`` rows, each fetched when the one before is used:
+    an answer built and encoded a batch at a time reuses the same few megabytes for every batch."""
+    sql, params = queryset.query.get_compiler(queryset.db).as_sql()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(size):
+            yield batch
+
+
 class JsonText(Func):
     """A JSON column as its encoded text, for ``raw_rows``: ``str`` on PostgreSQL; ``bytes`` on
     SQLite, where the driver then skips decoding UTF-8 (a third of reading a 10,000-row list)."""

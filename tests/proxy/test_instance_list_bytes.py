@@ -6,7 +6,7 @@ each value worked out row by row with the domain functions themselves
 (``liveness.status_at``, ``effective_fence``, ``full_view``), the JSON
 columns spliced in as stored. The fleet below has one instance of each kind
 a list shows: never reported, reporting with GPUs and engines, an empty
-snapshot, a resource without its snapshot, fenced by the router, by an
+snapshot, a resource without its snapshot and a snapshot without its resource, fenced by the router, by an
 engine that went down and by a GPU error, stale and suspect, capabilities
 shared, and capabilities without a fingerprint. Runs on SQLite and on
 PostgreSQL (where the stored JSON text is PostgreSQL's own, spaces and all).
@@ -19,8 +19,9 @@ from agent.capabilities import full_view
 from controlplane.endpoints import liveness
 from controlplane.series.queries import as_text, raw_rows
 from proxy_app.fences import effective_fence
+from proxy_app import listing
 from proxy_app.listing import instance_rows
-from proxy_app.models import Instance, InstanceSnapshot
+from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import RESOURCE_FIELDS
 from tests.factories import T0, make_capabilities, make_engine, make_failed_engine, make_gpu, make_snapshot
 
@@ -103,34 +104,44 @@ def fleet(api, register_instance, report, instance_heartbeat, frozen):
     register_instance("i-unsnapped")
     report("i-unsnapped", seq=3)
     InstanceSnapshot.objects.filter(pk="i-unsnapped").delete()
+    register_instance("i-unresourced")
+    report("i-unresourced")
+    InstanceResource.objects.filter(pk="i-unresourced").delete()
     register_instance("i-unfingerprinted", capabilities=make_capabilities(schema_version="2"))
     Instance.objects.filter(pk="i-unfingerprinted").update(capability_fingerprint=None)
 
 
-def test_it_answers_the_full_list_byte_for_byte_as_before(api, fleet):
+@pytest.fixture(params=[1, 4, 11, 200], ids=lambda rows: f"batches of {rows}")
+def batches(request, monkeypatch):
+    """The answer encoded a batch at a time: one row each, batches that leave a remainder, one whole batch."""
+    monkeypatch.setattr(listing, "BATCH_ROWS", request.param)
+
+
+def test_it_answers_the_full_list_byte_for_byte_as_before(api, fleet, batches):
     response = api.get("/v1/instance/list", include_dead="true")
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert response.content == old_json(Instance.objects.all())
     rows = {row["instance_id"]: row for row in response.json()}
     # The fleet has every kind it is meant to have.
-    assert len(rows) == 10
+    assert len(rows) == 11
     assert {row["status"] for row in rows.values()} == {"alive", "suspect", "stale"}
     assert {row["fence_reason"] for row in rows.values() if row["fenced"]} == {"router_errors", "engine_timeout", "gpu_error"}
     assert rows["i-twin"]["resource"]["raw_resource"] == rows["i-unsnapped"]["resource"]["raw_resource"] == {}
     assert rows["i-unsnapped"]["resource"]["report_seq"] is not None
+    assert rows["i-unresourced"]["resource"]["raw_resource"] == {}
     assert rows["i-full"]["resource"]["engine_models"] == ["other", "tiny"]
     assert rows["i-full"]["capabilities"] == rows["i-twin"]["capabilities"] is not None
     assert rows["i-unfingerprinted"]["capabilities"] is not None
 
 
-def test_it_answers_the_alive_list_byte_for_byte_as_before(api, fleet):
+def test_it_answers_the_alive_list_byte_for_byte_as_before(api, fleet, batches):
     assert api.get("/v1/instance/list").content == old_json(Instance.objects.alive(T0 + 31))
 
 
-def test_it_answers_a_page_byte_for_byte_as_before(api, fleet):
+def test_it_answers_a_page_byte_for_byte_as_before(api, fleet, batches):
     page = Instance.objects.filter(pk__in=["i-full", "i-gpu-error", "i-stale"])
-    expected = orjson.dumps({"count": 10, "limit": 3, "offset": 3, "results": old_rows(page, T0 + 31)})
+    expected = orjson.dumps({"count": 11, "limit": 3, "offset": 3, "results": old_rows(page, T0 + 31)})
     assert api.get("/v1/instance/list", include_dead="true", limit=3, offset=3).content == expected
 
 
@@ -148,3 +159,7 @@ def test_it_writes_a_row_without_a_report_as_it_always_has(api, register_instanc
         b'"capabilities":null,"capability_fingerprint":null,"load":{"inflight":null,"qps_1m":null,"gpu_util":null},'
         b'"fenced":false,"fence_reason":null,"resource":{' + resource.encode() + b',"raw_resource":{}}}]'
     )
+
+
+def test_it_answers_an_empty_pool_as_before(api, frozen, batches):
+    assert api.get("/v1/instance/list").content == b"[]"
