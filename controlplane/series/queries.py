@@ -19,12 +19,34 @@ def raw_rows(queryset):
 
 def raw_row_batches(queryset, size):
     """``raw_rows`` of one query in lists of up to ``size`` rows, each fetched when the one before is used:
-    an answer built and encoded a batch at a time reuses the same few megabytes for every batch."""
+    an answer built and encoded a batch at a time reuses the same few megabytes for every batch.
+
+    On PostgreSQL the rows come in binary: a float is its eight bytes, where as text the server writes
+    and the driver parses its shortest decimal (a third of the driver's time on a 10,000-row list). The
+    values are the same; only JSON columns would differ (parsed, not text), so read them ``as_text``.
+    """
     sql, params = queryset.query.get_compiler(queryset.db).as_sql()
-    with connections[queryset.db].cursor() as cursor:
+    with _binary_cursor(connections[queryset.db]) as cursor:
         cursor.execute(sql, params)
         while batch := cursor.fetchmany(size):
             yield batch
+
+
+def _binary_cursor(connection):
+    """Django's cursor, on PostgreSQL one that binds on the server and reads binary results (Django's
+    own binds on the client, which psycopg allows only text results for), wrapped as Django wraps its
+    own: errors translated, the query logged where queries are."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    from django.db.backends.postgresql.base import ServerBindingCursor
+    from psycopg.pq import Format
+
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        cursor = ServerBindingCursor(connection.connection)
+    cursor.format = Format.BINARY
+    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 class JsonText(Func):
