@@ -45,19 +45,25 @@ EMPTY_OBJECT = Fragment(b"{}")
 BATCH_ROWS = 200
 # The resource's columns that hold JSON text.
 RESOURCE_JSON_FIELDS = ("engine_models", "engine_loras")
-# A list row's columns, in the order ``_ListRows`` reads them: the instance's, then its
-# resource's in RESOURCE_FIELDS order (nulls before the first snapshot), then ``raw_text``.
-COLUMNS = (
+# A list row's columns, in the order ``_ListRows`` reads them: the resource's first (in RESOURCE_FIELDS
+# order, so that they fill a row's resource dict as they come; nulls before the first snapshot), then
+# the instance's, then ``raw_text``.
+INSTANCE_COLUMNS = (
     "instance_id", "host", "port", "endpoints_text", "tags_text", "weight", "meta_text", "capabilities_text",
     "capability_fingerprint", "registered_at", "last_seen_at", "inflight", "qps_1m", "gpu_util",
     "fenced", "fence_reason", "had_ok_engine",
-    *(f"{name}_text" if name in RESOURCE_JSON_FIELDS else f"resource__{name}" for name in RESOURCE_FIELDS),
 )
-# Where the resource columns begin in a row of COLUMNS.
-RESOURCE_AT = COLUMNS.index("resource__cpu_util")
+COLUMNS = (
+    *(f"{name}_text" if name in RESOURCE_JSON_FIELDS else f"resource__{name}" for name in RESOURCE_FIELDS),
+    *INSTANCE_COLUMNS,
+)
+# Where the instance's columns begin in a row of COLUMNS, and where some of the resource's are.
+INSTANCE_AT = len(RESOURCE_FIELDS)
+ENGINE_COUNT, ENGINE_OK_COUNT, ENGINE_STATUS, ENGINE_MODELS, ENGINE_LORAS, GPU_ERROR_COUNT = map(
+    RESOURCE_FIELDS.index,
+    ("engine_count", "engine_ok_count", "engine_status", "engine_models", "engine_loras", "gpu_error_count"))
 # A row's resource: every key in the answer's order, the values filled in from the fetched row.
-RESOURCE_KEYS = (*RESOURCE_FIELDS, "raw_resource")
-RESOURCE_TEMPLATE = dict.fromkeys(RESOURCE_KEYS)
+RESOURCE_TEMPLATE = dict.fromkeys((*RESOURCE_FIELDS, "raw_resource"))
 
 
 def _fragment(text):
@@ -141,15 +147,14 @@ class _ListRows:
         rows = []
         for row in fetched:
             (instance_id, host, port, endpoints, tags, weight, meta, capabilities, fingerprint, registered_at,
-             last_seen_at, inflight, qps_1m, gpu_util, fenced, fence_reason, had_ok_engine) = row[:RESOURCE_AT]
+             last_seen_at, inflight, qps_1m, gpu_util, fenced, fence_reason, had_ok_engine, raw) = row[INSTANCE_AT:]
             resource = RESOURCE_TEMPLATE.copy()  # presized and in order: cheaper than a dict built up
-            resource.update(zip(RESOURCE_KEYS, row[RESOURCE_AT:]))
-            resource["engine_models"] = Fragment(resource["engine_models"])
-            resource["engine_loras"] = Fragment(resource["engine_loras"])
-            resource["raw_resource"] = Fragment(resource["raw_resource"])
-            fenced, fence_reason = fences[fenced, fence_reason, had_ok_engine, resource["engine_count"],
-                                          resource["engine_ok_count"], resource["engine_status"],
-                                          resource["gpu_error_count"]]
+            resource.update(zip(RESOURCE_FIELDS, row))
+            resource["engine_models"] = Fragment(row[ENGINE_MODELS])
+            resource["engine_loras"] = Fragment(row[ENGINE_LORAS])
+            resource["raw_resource"] = Fragment(raw)
+            fenced, fence_reason = fences[fenced, fence_reason, had_ok_engine, row[ENGINE_COUNT], row[ENGINE_OK_COUNT],
+                                          row[ENGINE_STATUS], row[GPU_ERROR_COUNT]]
             status, alive = status_of(last_seen_at)
             rows.append({
                 "instance_id": instance_id,
