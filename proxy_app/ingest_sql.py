@@ -9,7 +9,7 @@ the one every touch uses (``touch_alive_sql``).
 import functools
 
 import orjson
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
@@ -127,18 +127,17 @@ def touch_and_store(instance_id, columns, raw_json, now):
     (``sqlite_backend.write_transaction``), without ``atomic``'s bookkeeping.
     Either way the report is committed before the caller answers.
     """
+    db = connections[DEFAULT_DB_ALIAS]  # looked up once: each use of the ``connection`` proxy is a lookup
     touch_params = touch_alive_params(Instance, instance_id, now, {})
     values = _upsert_values(columns)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_touch_and_store_sql(connection.vendor), [*touch_params, *values, raw_json])
+    if db.vendor == "postgresql":
+        with db.cursor() as cursor:
+            cursor.execute(_touch_and_store_sql(db.vendor), [*touch_params, *values, raw_json])
             return cursor.fetchone()
-    with connection.write_transaction(), connection.cursor() as cursor:
-        cursor.execute(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params)
-        if cursor.rowcount != 1:
+    with db.write_transaction() as run:
+        if run(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params) != 1:
             return 0, 0
-        cursor.execute(_upsert_sql(connection.vendor), [instance_id, *values])
-        if cursor.rowcount != 1:
+        if run(_upsert_sql(db.vendor), [instance_id, *values]) != 1:
             return 1, 0
-        cursor.execute(_snapshot_sql(connection.vendor), [instance_id, raw_json])
+        run(_snapshot_sql(db.vendor), [instance_id, raw_json])
     return 1, 1

@@ -32,6 +32,12 @@ def _qmark(query):
     return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
 
 
+def _run(cursor, sql, params):
+    """One statement on Django's ``cursor``, answering its row count (``write_transaction``'s ``run``)."""
+    cursor.execute(sql, params)
+    return cursor.rowcount
+
+
 class CursorWrapper(base.SQLiteCursorWrapper):
     """Django's cursor, with the %s → ? rewrite remembered per statement.
 
@@ -90,22 +96,55 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on an error) around a few statements, through the
         writer queue, without ``atomic``'s savepoint and hook bookkeeping: the snapshot hot path's transaction.
 
-        Inside a transaction already (``atomic``, a test's), the statements join it.
+        Yields ``run(sql, params)``, which executes one statement (``%s`` placeholders, a list of
+        parameters) and answers its row count. The statements go to the driver's cursor, their ``?`` form
+        rewritten once per statement, when nothing watches them: Django's cursor wrapping, its error
+        checks and its regex cost more than the statements' own Python work. An ``execute_wrapper`` or
+        the query log (``DEBUG``, a test's query count) sees them through Django's cursor instead; inside
+        a transaction already (``atomic``, a test's), they join it that way. Errors are Django's either way.
         """
         if self.in_atomic_block or not self.get_autocommit():
-            yield
+            with self.cursor() as cursor:
+                yield functools.partial(_run, cursor)
             return
-        self.ensure_connection()
-        self._start_transaction_under_autocommit()
+        if self.execute_wrappers or self.queries_logged:
+            cursor, begin = self.cursor(), self._start_transaction_under_autocommit
+            run = functools.partial(_run, cursor)
+        else:
+            cursor, begin, run = None, self._begin_unwatched, self._run_unwatched
+        begin()
         try:
-            yield
+            yield run
         except BaseException:
             if self.connection.in_transaction:
                 self._rollback()
             else:
                 self._release_write_lock()
             raise
+        finally:
+            if cursor is not None:
+                cursor.close()
         self._commit()
+
+    def _begin_unwatched(self):
+        """``_start_transaction_under_autocommit`` straight on the driver's connection: what ``cursor()``
+        checks first (the health check, the connection, the thread), the writer queue, then ``BEGIN``."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        self.validate_thread_sharing()
+        lock = self._write_lock()
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with self.wrap_database_errors:
+                self.connection.execute(f"BEGIN {self.transaction_mode}")
+        except BaseException:
+            self._release_write_lock()
+            raise
+
+    def _run_unwatched(self, sql, params):
+        with self.wrap_database_errors:
+            return self.connection.execute(_qmark(sql), params).rowcount
 
     def _commit(self):
         try:
