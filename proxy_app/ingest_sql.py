@@ -19,6 +19,9 @@ from proxy_app.normalise import RESOURCE_FIELDS
 # contact's that the database keeps (migration 0012's triggers): written here too, so that the
 # trigger the contact UPDATE fires finds it equal and writes no second row version.
 UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "last_seen_at")
+# The normalised lists: the engines' model names and running LoRAs.
+JSON_LISTS = ("engine_models", "engine_loras")
+_JSON_LIST_AT = tuple(RESOURCE_FIELDS.index(name) for name in JSON_LISTS)
 # Columns of the snapshot-as-sent upsert.
 SNAPSHOT_COLUMNS = ("instance_id", "raw_resource")
 
@@ -71,16 +74,16 @@ def _snapshot_sql(vendor):
 
 
 def _upsert_values(columns):
+    """The upsert's values after ``instance_id``, in ``UPSERT_COLUMNS`` order."""
     # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are, and two lists: the engines' model names and
-    # running LoRAs, kept as JSON text.
-    models, loras = columns["engine_models"], columns["engine_loras"]
+    # every driver takes as they are, and two lists (JSON_LISTS), kept as JSON text.
+    values = [columns[name] for name in RESOURCE_FIELDS]
+    for index in _JSON_LIST_AT:
+        if values[index] is not None:
+            values[index] = orjson.dumps(values[index]).decode()
     # The receive time is the contact's ``last_seen_at`` (``normalise_snapshot``'s ``received_at``).
-    values = {**columns, "has_raw_resource": bool(columns["raw_resource"]),
-              "last_seen_at": columns["resource_reported_at"],
-              "engine_models": None if models is None else orjson.dumps(models).decode(),
-              "engine_loras": None if loras is None else orjson.dumps(loras).decode()}
-    return [values[name] for name in UPSERT_COLUMNS[1:]]
+    values += (bool(columns["raw_resource"]), columns["resource_reported_at"])
+    return values
 
 
 def store_latest(instance_id, columns, raw_json):
