@@ -175,44 +175,30 @@ def lane_profile(wsgi, bodies, calls):
 
 
 def pool_summary(args, wsgi):
-    """pool_resource fresh through the handler, its statements one by one, and the floor of one scan."""
-    from django.db import connection
+    """pool_resource fresh through the handler, and its parts: the read of the changed rows, the sums over
+    the columns, and a read of the whole pool (what a fresh process, or the full read every 30 s, costs)."""
     from django.db.models import F, Max
 
     from controlplane import clock
-    from controlplane.endpoints.admission import Admission
-    from proxy_app import pool_sql
     from proxy_app.models import Instance
-    from proxy_app.pool import pool_resource, pool_totals
+    from proxy_app.pool import pool_resource
+    from proxy_app.pool_board import LEDGER
 
     # The pool as seeded, moved to now: the parts above took longer than the TTL.
     now = clock.now()
     Instance.objects.update(last_seen_at=F("last_seen_at") + (now - Instance.objects.aggregate(Max("last_seen_at"))[
         "last_seen_at__max"]))
-    since, vendor = now - Instance.ttl_s(), connection.vendor
     count = Instance.objects.count()
     calls = max(5, args.calls // 200)
     print(f"pool_resource over {count:,} instances (CPU per call, median of 5 batches of {calls})")
     line("GET /debug/pool_resource through the hot lane (what up serves)", per_call_ms(
         lambda i: wsgi.call("GET", "/debug/pool_resource", lane=True), calls))
-    line("  pool_resource() fresh, as the view computes it", per_call_ms(lambda i: pool_resource(now), calls))
-    line("    pool_totals(): its statements", per_call_ms(lambda i: pool_totals(now), calls))
-
-    def statement(sql, params):
-        def run(i):
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                cursor.fetchall()
-        return run
-
-    resource_params = [*Admission.values, 5.0, 0.8, since]
-    line("      the instances' counts and load (6 aggregates)", per_call_ms(
-        statement(pool_sql.instances_sql(vendor), [since] * 5), calls))
-    line("      the reporting resources' figures (29 aggregates)", per_call_ms(
-        statement(pool_sql.resources_sql(vendor), resource_params), calls))
-    floor = pool_sql.resources_sql(vendor).split(" FROM ", 1)[1]
-    line("      floor: the same scan and filter, count(*) alone", per_call_ms(
-        statement(f"SELECT COUNT(*) FROM {floor}", [since]), calls))
+    line("  pool_resource() fresh, as the view computes it", per_call_ms(lambda i: pool_resource(clock.now()), calls))
+    line("    the read of the rows changed since the last (none here)", per_call_ms(
+        lambda i: LEDGER._read_changed(clock.now() - 0.5), calls))
+    line("    the sums over the columns", per_call_ms(
+        lambda i: LEDGER.board.totals(clock.now(), Instance.ttl_s(), 5.0, 0.8), calls))
+    line("  a read of the whole pool (a fresh process; every 30 s)", per_call_ms(lambda i: LEDGER._read_all(), calls))
 
 
 def full_list(args, wsgi):

@@ -1,17 +1,12 @@
 """The resource row's copy of its instance's ``last_seen_at``, kept by the database on every contact.
 
-The pool summary filters on that copy alone (``proxy_app.pool``), so each way
-an instance is seen must leave the two equal: a report, a late report, a
+Each way an instance is seen must leave the two equal: a report, a late report, a
 heartbeat without a snapshot, the slow revive of a stale instance, a
 re-register, and a plain ORM write.
 """
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
-
 from proxy_app.models import Instance, InstanceResource
-from proxy_app.pool import pool_totals
 from tests.factories import T0, make_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -85,13 +80,3 @@ def test_it_fills_a_resource_row_written_by_the_orm(frozen, register_instance):
     register_instance("i-1")
     InstanceResource.objects.create(instance_id="i-1", has_raw_resource=True)
     assert _seen() == (T0, T0)
-
-
-def test_the_pool_summary_reads_the_resource_table_alone(frozen, gpu_host):
-    gpu_host("i-1")
-    with CaptureQueriesContext(connection) as queries:
-        pool_totals(T0)
-    resource_table = InstanceResource._meta.db_table
-    for query in queries.captured_queries:
-        if resource_table in query["sql"]:
-            assert "JOIN" not in query["sql"].upper(), query["sql"]
