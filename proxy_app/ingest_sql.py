@@ -15,10 +15,8 @@ from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import RESOURCE_FIELDS
 
-# Columns of the latest-resource upsert, in statement order. ``last_seen_at`` is the copy of the
-# contact's that the database keeps (migration 0012's triggers): written here too, so that the
-# trigger the contact UPDATE fires finds it equal and writes no second row version.
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "last_seen_at")
+# Columns of the latest-resource upsert, in statement order.
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource")
 # Columns of the snapshot-as-sent upsert.
 SNAPSHOT_COLUMNS = ("instance_id", "raw_resource")
 
@@ -75,9 +73,7 @@ def _upsert_values(columns):
     # every driver takes as they are, and two lists: the engines' model names and
     # running LoRAs, kept as JSON text.
     models, loras = columns["engine_models"], columns["engine_loras"]
-    # The receive time is the contact's ``last_seen_at`` (``normalise_snapshot``'s ``received_at``).
     values = {**columns, "has_raw_resource": bool(columns["raw_resource"]),
-              "last_seen_at": columns["resource_reported_at"],
               "engine_models": None if models is None else orjson.dumps(models).decode(),
               "engine_loras": None if loras is None else orjson.dumps(loras).decode()}
     return [values[name] for name in UPSERT_COLUMNS[1:]]
