@@ -15,10 +15,8 @@ from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import RESOURCE_FIELDS
 
-# Columns of the latest-resource upsert, in statement order. ``last_seen_at`` is the copy of the
-# contact's that the database keeps (migration 0012's triggers): written here too, so that the
-# trigger the contact UPDATE fires finds it equal and writes no second row version.
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "last_seen_at")
+# Columns of the latest-resource upsert, in statement order.
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource")
 # The normalised lists: the engines' model names and running LoRAs.
 JSON_LISTS = ("engine_models", "engine_loras")
 _JSON_LIST_AT = tuple(RESOURCE_FIELDS.index(name) for name in JSON_LISTS)
@@ -81,8 +79,7 @@ def _upsert_values(columns):
     for index in _JSON_LIST_AT:
         if values[index] is not None:
             values[index] = orjson.dumps(values[index]).decode()
-    # The receive time is the contact's ``last_seen_at`` (``normalise_snapshot``'s ``received_at``).
-    values += (bool(columns["raw_resource"]), columns["resource_reported_at"])
+    values.append(bool(columns["raw_resource"]))
     return values
 
 
