@@ -32,10 +32,11 @@ def _qmark(query):
     return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
 
 
-def _run(cursor, sql, params):
-    """One statement on Django's ``cursor``, answering its row count (``write_transaction``'s ``run``)."""
-    cursor.execute(sql, params)
-    return cursor.rowcount
+def _run(db, sql, params):
+    """One statement on a Django cursor of ``db``, answering its row count (``write_transaction``'s ``run``)."""
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
 
 
 class CursorWrapper(base.SQLiteCursorWrapper):
@@ -104,15 +105,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
         a transaction already (``atomic``, a test's), they join it that way. Errors are Django's either way.
         """
         if self.in_atomic_block or not self.get_autocommit():
-            with self.cursor() as cursor:
-                yield functools.partial(_run, cursor)
+            yield functools.partial(_run, self)
             return
         if self.execute_wrappers or self.queries_logged:
-            cursor, begin = self.cursor(), self._start_transaction_under_autocommit
-            run = functools.partial(_run, cursor)
+            self.ensure_connection()
+            self._start_transaction_under_autocommit()
+            run = functools.partial(_run, self)
         else:
-            cursor, begin, run = None, self._begin_unwatched, self._run_unwatched
-        begin()
+            self._begin_unwatched()
+            run = self._run_unwatched
         try:
             yield run
         except BaseException:
@@ -121,9 +122,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
             else:
                 self._release_write_lock()
             raise
-        finally:
-            if cursor is not None:
-                cursor.close()
         self._commit()
 
     def _begin_unwatched(self):
