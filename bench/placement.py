@@ -55,8 +55,8 @@ def _connection(url):
     return http.client.HTTPConnection(host, int(port), timeout=30)
 
 
-def ingest(url, token, count, rate, stop):
-    """Send ``rate`` snapshots a second, round robin over the pool, until ``stop`` is set."""
+def ingest(url, token, count, rate, stop, prefix="bench-"):
+    """Send ``rate`` snapshots a second, round robin over the pool (``prefix`` + number), until ``stop`` is set."""
     connection = _connection(url)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     snapshot = realistic_snapshot(1)
@@ -64,7 +64,7 @@ def ingest(url, token, count, rate, stop):
     seq, started = 0, time.monotonic()
     while not stop.is_set():
         seq += 1
-        instance = f"bench-{seq % count}"
+        instance = f"{prefix}{seq % count}"
         engine = realistic_engine()
         engine.update(requests_waiting=rng.randint(0, 12), kv_cache_usage_ratio=round(rng.random(), 3),
                       scraped_at_ms=int(time.time() * 1000))

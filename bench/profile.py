@@ -131,6 +131,7 @@ def request_floor(args, wsgi):
     line("  the token check alone (cached)", per_call_ms(lambda i: verify_token(wsgi.token), args.calls))
     if args.cprofile:
         lane_profile(wsgi, bodies_lane, args.calls)
+    wal_pages(wsgi, reports(6 * 10**6)[:args.calls])
 
     payloads = [orjson.loads(body) for body in bodies]
     now = clock.now()
@@ -156,6 +157,32 @@ def request_floor(args, wsgi):
          f"({healthz:.3f} ms of it is /healthz's floor)")
 
 
+def wal_pages(wsgi, bodies):
+    """SQLite: the pages a report writes to the write-ahead log (each commit appends every page it changed)."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        return
+    def checkpoint(mode):
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA wal_checkpoint({mode})")
+            return cursor.fetchone()[1]
+
+    def autocheckpoint(pages):
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA wal_autocheckpoint={pages}")
+
+    checkpoint("TRUNCATE")
+    autocheckpoint(0)  # the log grows through the batch instead of being copied back and restarted
+    try:
+        for body in bodies:
+            wsgi.call("POST", INGEST_PATH, body, lane=True)
+        frames = checkpoint("PASSIVE")
+    finally:
+        autocheckpoint(1000)
+    print(f"  {'  pages each report writes to the WAL (4 KiB each)':62s} {frames / len(bodies):8.2f}", flush=True)
+
+
 def lane_profile(wsgi, bodies, calls):
     """cProfile of ``calls`` reports through the hot lane: the functions taking the most time of their own."""
     here = str(Path(__file__).resolve().parent)  # this file is "profile" on sys.path: cProfile needs the real one
@@ -175,44 +202,30 @@ def lane_profile(wsgi, bodies, calls):
 
 
 def pool_summary(args, wsgi):
-    """pool_resource fresh through the handler, its statements one by one, and the floor of one scan."""
-    from django.db import connection
+    """pool_resource fresh through the handler, and its parts: the read of the changed rows, the sums over
+    the columns, and a read of the whole pool (what a fresh process, or the full read every 30 s, costs)."""
     from django.db.models import F, Max
 
     from controlplane import clock
-    from controlplane.endpoints.admission import Admission
-    from proxy_app import pool_sql
     from proxy_app.models import Instance
-    from proxy_app.pool import pool_resource, pool_totals
+    from proxy_app.pool import pool_resource
+    from proxy_app.pool_board import LEDGER
 
     # The pool as seeded, moved to now: the parts above took longer than the TTL.
     now = clock.now()
     Instance.objects.update(last_seen_at=F("last_seen_at") + (now - Instance.objects.aggregate(Max("last_seen_at"))[
         "last_seen_at__max"]))
-    since, vendor = now - Instance.ttl_s(), connection.vendor
     count = Instance.objects.count()
     calls = max(5, args.calls // 200)
     print(f"pool_resource over {count:,} instances (CPU per call, median of 5 batches of {calls})")
     line("GET /debug/pool_resource through the hot lane (what up serves)", per_call_ms(
         lambda i: wsgi.call("GET", "/debug/pool_resource", lane=True), calls))
-    line("  pool_resource() fresh, as the view computes it", per_call_ms(lambda i: pool_resource(now), calls))
-    line("    pool_totals(): its statements", per_call_ms(lambda i: pool_totals(now), calls))
-
-    def statement(sql, params):
-        def run(i):
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                cursor.fetchall()
-        return run
-
-    resource_params = [*Admission.values, 5.0, 0.8, since]
-    line("      the instances' counts and load (6 aggregates)", per_call_ms(
-        statement(pool_sql.instances_sql(vendor), [since] * 5), calls))
-    line("      the reporting resources' figures (29 aggregates)", per_call_ms(
-        statement(pool_sql.resources_sql(vendor), resource_params), calls))
-    floor = pool_sql.resources_sql(vendor).split(" FROM ", 1)[1]
-    line("      floor: the same scan and filter, count(*) alone", per_call_ms(
-        statement(f"SELECT COUNT(*) FROM {floor}", [since]), calls))
+    line("  pool_resource() fresh, as the view computes it", per_call_ms(lambda i: pool_resource(clock.now()), calls))
+    line("    the read of the rows changed since the last (none here)", per_call_ms(
+        lambda i: LEDGER._read_changed(clock.now() - 0.5), calls))
+    line("    the sums over the columns", per_call_ms(
+        lambda i: LEDGER.board.totals(clock.now(), Instance.ttl_s(), 5.0, 0.8), calls))
+    line("  a read of the whole pool (a fresh process; every 30 s)", per_call_ms(lambda i: LEDGER._read_all(), calls))
 
 
 def full_list(args, wsgi):

@@ -78,7 +78,7 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         columns = [f.name for f in InstanceResource._meta.concrete_fields
-                   if f.name not in (*self.EPOCH_FIELDS, "has_raw_resource", "last_seen_at")]
+                   if f.name not in (*self.EPOCH_FIELDS, "has_raw_resource")]
         return (*columns, "reported_detail", "snapshot_time", "report_wall_time", "raw_json")
 
     def get_readonly_fields(self, request, obj=None):

@@ -9,16 +9,17 @@ the one every touch uses (``touch_alive_sql``).
 import functools
 
 import orjson
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from controlplane.endpoints.managers import touch_alive_params, touch_alive_sql
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from proxy_app.normalise import RESOURCE_FIELDS
 
-# Columns of the latest-resource upsert, in statement order. ``last_seen_at`` is the copy of the
-# contact's that the database keeps (migration 0012's triggers): written here too, so that the
-# trigger the contact UPDATE fires finds it equal and writes no second row version.
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "last_seen_at")
+# Columns of the latest-resource upsert, in statement order.
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource")
+# The normalised lists: the engines' model names and running LoRAs.
+JSON_LISTS = ("engine_models", "engine_loras")
+_JSON_LIST_AT = tuple(RESOURCE_FIELDS.index(name) for name in JSON_LISTS)
 # Columns of the snapshot-as-sent upsert.
 SNAPSHOT_COLUMNS = ("instance_id", "raw_resource")
 
@@ -71,16 +72,15 @@ def _snapshot_sql(vendor):
 
 
 def _upsert_values(columns):
+    """The upsert's values after ``instance_id``, in ``UPSERT_COLUMNS`` order."""
     # normalise_snapshot yields plain floats, ints, strings and None, which
-    # every driver takes as they are, and two lists: the engines' model names and
-    # running LoRAs, kept as JSON text.
-    models, loras = columns["engine_models"], columns["engine_loras"]
-    # The receive time is the contact's ``last_seen_at`` (``normalise_snapshot``'s ``received_at``).
-    values = {**columns, "has_raw_resource": bool(columns["raw_resource"]),
-              "last_seen_at": columns["resource_reported_at"],
-              "engine_models": None if models is None else orjson.dumps(models).decode(),
-              "engine_loras": None if loras is None else orjson.dumps(loras).decode()}
-    return [values[name] for name in UPSERT_COLUMNS[1:]]
+    # every driver takes as they are, and two lists (JSON_LISTS), kept as JSON text.
+    values = [columns[name] for name in RESOURCE_FIELDS]
+    for index in _JSON_LIST_AT:
+        if values[index] is not None:
+            values[index] = orjson.dumps(values[index]).decode()
+    values.append(bool(columns["raw_resource"]))
+    return values
 
 
 def store_latest(instance_id, columns, raw_json):
@@ -127,18 +127,17 @@ def touch_and_store(instance_id, columns, raw_json, now):
     (``sqlite_backend.write_transaction``), without ``atomic``'s bookkeeping.
     Either way the report is committed before the caller answers.
     """
+    db = connections[DEFAULT_DB_ALIAS]  # looked up once: each use of the ``connection`` proxy is a lookup
     touch_params = touch_alive_params(Instance, instance_id, now, {})
     values = _upsert_values(columns)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_touch_and_store_sql(connection.vendor), [*touch_params, *values, raw_json])
+    if db.vendor == "postgresql":
+        with db.cursor() as cursor:
+            cursor.execute(_touch_and_store_sql(db.vendor), [*touch_params, *values, raw_json])
             return cursor.fetchone()
-    with connection.write_transaction(), connection.cursor() as cursor:
-        cursor.execute(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params)
-        if cursor.rowcount != 1:
+    with db.write_transaction() as run:
+        if run(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params) != 1:
             return 0, 0
-        cursor.execute(_upsert_sql(connection.vendor), [instance_id, *values])
-        if cursor.rowcount != 1:
+        if run(_upsert_sql(db.vendor), [instance_id, *values]) != 1:
             return 1, 0
-        cursor.execute(_snapshot_sql(connection.vendor), [instance_id, raw_json])
+        run(_snapshot_sql(db.vendor), [instance_id, raw_json])
     return 1, 1

@@ -144,14 +144,6 @@ class InstanceResource(models.Model):
     # False when the snapshot was an empty object: such an instance is alive
     # but not "reporting" (SPEC 5), and SQL cannot test JSON emptiness portably.
     has_raw_resource = models.BooleanField(default=False)
-    # A copy of ``Instance.last_seen_at``, so the pool summary filters on
-    # liveness within this one narrow table, without a join. The database
-    # keeps it equal: triggers (migration 0012) copy every write of the
-    # instance's column, and fill it on insert, whichever path wrote it.
-    # Not indexed on purpose: PostgreSQL can then only scan this table, never
-    # pick a nested loop over an index when statistics lag the cut-off.
-    last_seen_at = models.FloatField(null=True, blank=True, editable=False,
-                                     help_text="The instance's last_seen_at, copied by the database.")
 
     def __str__(self):
         return f"resource of {self.instance_id}"

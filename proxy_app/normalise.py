@@ -41,18 +41,18 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
+def _present(values):
+    return [v for v in values if v is not None]
+
+
 def _sum_or_none(values):
-    present = [v for v in values if v is not None]
+    present = _present(values)
     return sum(present) if present else None
 
 
-def _valid_utilisation(gpu):
-    return gpu_is_valid(gpu) and _first_number(gpu, GPU_AVG_KEYS) is not None
-
-
-def _sample_quality(gpus):
-    """``ok`` when some valid GPU gave a utilisation, else the first row's own word (SPEC 3.1)."""
-    if any(_valid_utilisation(gpu) for gpu in gpus):
+def _sample_quality(gpus, averages):
+    """``ok`` when some valid GPU gave a utilisation (``averages``), else the first row's own word (SPEC 3.1)."""
+    if averages:
         return "ok"
     if not gpus:
         return None
@@ -75,25 +75,29 @@ def _coverage(gpus, valid):
 def _gpu_columns(devices, snapshot_ts_ms):
     listed = isinstance(devices.get("gpu"), list)
     gpus = [g for g in devices["gpu"] if isinstance(g, dict)] if listed else []
-    valid = [g for g in gpus if gpu_is_valid(g)]
-    averages = [v for v in (_first_number(g, GPU_AVG_KEYS) for g in valid) if v is not None]
-    currents = [v for v in (number(g.get("utilization_pct_current")) for g in valid) if v is not None]
+    # Each GPU row is read once: whether it is valid, its window average, its sample count.
+    validity = [gpu_is_valid(g) for g in gpus]
+    valid = [g for g, ok in zip(gpus, validity) if ok]
+    valid_averages = [_first_number(g, GPU_AVG_KEYS) for g in valid]
+    averages = _present(valid_averages)
+    currents = _present(number(g.get("utilization_pct_current")) for g in valid)
     maxima = []
-    for gpu in valid:
+    for gpu, average in zip(valid, valid_averages):
         peak = number(gpu.get("utilization_pct_max"))
         if peak is None:
-            peak = _first_number(gpu, GPU_AVG_KEYS)
+            peak = average
         if peak is not None:
             maxima.append(peak)
     # The sample fields are the original's: over every GPU row, valid or not.
-    counts = [v for v in (integer(g.get("utilization_sample_count")) for g in gpus) if v is not None]
-    stamps = [v for v in (integer(g.get("utilization_sample_timestamp_ms")) for g in gpus) if v is not None]
-    windows = [v for v in (integer(g.get("utilization_window_ms")) for g in gpus) if v is not None]
+    sample_counts = [integer(g.get("utilization_sample_count")) for g in gpus]
+    counts = _present(sample_counts)
+    stamps = _present(integer(g.get("utilization_sample_timestamp_ms")) for g in gpus)
+    windows = _present(integer(g.get("utilization_window_ms")) for g in gpus)
     source = next((s for s in (text(g.get("utilization_source"), 64) for g in gpus) if s), None)
     age = None
     if stamps and snapshot_ts_ms is not None:
         age = max(0, snapshot_ts_ms - max(stamps))
-    valid_counts = [v for v in (integer(g.get("utilization_sample_count")) for g in valid) if v is not None]
+    valid_counts = _present(count for count, ok in zip(sample_counts, validity) if ok)
 
     return {
         # No gpu list at all is "unknown"; an empty list is "measured: none".
@@ -104,7 +108,7 @@ def _gpu_columns(devices, snapshot_ts_ms):
         "gpu_sample_count": _bounded(sum(counts)) if counts else None,
         "gpu_sample_age_ms": _bounded(age),
         "gpu_sample_source": source,
-        "gpu_sample_quality": _sample_quality(gpus),
+        "gpu_sample_quality": _sample_quality(gpus, averages),
         "gpu_sample_window_ms": max(windows) if windows else None,
         "gpu_mem_used_mb": _sum_or_none(number(g.get("memory_used_mb")) for g in gpus),
         "gpu_mem_total_mb": _sum_or_none(number(g.get("memory_total_mb")) for g in gpus),
@@ -146,6 +150,7 @@ def normalise_snapshot(snapshot, metadata, received_at):
     memory = _obj(devices.get("memory"))
     hint = _obj(snapshot.get("capacity_hint"))
     interface = _first_interface(devices)
+    timestamp_ms = integer(snapshot.get("timestamp_ms"))
 
     used = number(memory.get("used_mb"))
     total = number(memory.get("total_mb"))
@@ -165,12 +170,12 @@ def normalise_snapshot(snapshot, metadata, received_at):
         "memory_total_mb": total,
         "memory_free_mb": free,
         "memory_free_ratio": free_ratio,
-        **_gpu_columns(devices, integer(snapshot.get("timestamp_ms"))),
+        **_gpu_columns(devices, timestamp_ms),
         "network_rx_mbps": number(interface.get("rx_mbps")),
         "network_tx_mbps": number(interface.get("tx_mbps")),
-        **engine_columns(snapshot, integer(snapshot.get("timestamp_ms"))),
+        **engine_columns(snapshot, timestamp_ms),
         "admission_state": admission,
-        "resource_ts_ms": integer(snapshot.get("timestamp_ms")),
+        "resource_ts_ms": timestamp_ms,
         "resource_reported_at": float(received_at),
         "resource_report_monotonic_ms": integer(metadata.get("report_monotonic_ms")),
         "resource_report_wall_time_ms": integer(metadata.get("report_wall_time_ms")),

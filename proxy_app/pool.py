@@ -3,9 +3,9 @@
 from django.conf import settings
 
 from controlplane import clock
-from proxy_app import pool_sql
 from proxy_app.aggregation import build_pool_resource
 from proxy_app.models import Instance
+from proxy_app.pool_board import LEDGER
 
 
 def advertised_address():
@@ -34,13 +34,12 @@ def default_scheduler_url():
 
 
 def pool_totals(now):
-    """The raw inputs of pool_resource: SQL aggregates constant in pool size (``proxy_app.pool_sql``)."""
-    return pool_sql.pool_totals(now, Instance.ttl_s(), settings.FLEETWATCH_SATURATION_WAITING,
-                                settings.FLEETWATCH_SATURATION_KV)
+    """The raw inputs of pool_resource, from this process's columns of the pool (``proxy_app.pool_board``)."""
+    return LEDGER.totals(now)
 
 
 def pool_resource(now=None):
-    """The pool summary sent to the scheduler, computed fresh with SQL aggregates."""
+    """The pool summary sent to the scheduler, over every report committed before it."""
     now = clock.now() if now is None else now
     return build_pool_resource(
         pool_totals(now), now=now, ttl_s=Instance.ttl_s(), capacity=settings.FLEETWATCH_PROXY_CAPACITY,

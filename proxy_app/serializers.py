@@ -57,52 +57,52 @@ class HeartbeatSerializer(HeartbeatSerializerBase):
     capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
 
 
-class SnapshotSerializer(serializers.BaseSerializer):
-    """The body of a snapshot report, checked by hand.
+def snapshot_report(data):
+    """The body of a snapshot report, checked by hand: ``{instance_id, snapshot, metadata}``, else a
+    ``ValidationError``.
 
     This is the ingest hot path: a declared-field serializer deep-copies its
-    fields on every request, which cost more than the whole normalisation.
-    The rules and messages are the ones its declared twin applies
+    fields on every request, which cost more than the whole normalisation, and
+    even a bare serializer builds a DRF field per report, so the view calls this
+    function itself. The rules and messages are the ones its declared twin applies
     (``proxy_app.openapi.bodies.Snapshot``, which the schema publishes;
     ``tests/proxy/test_snapshot_serializer_parity.py`` holds them together):
     ``instance_id`` a non-blank string of at most 255 characters (trimmed),
     ``snapshot`` an object, ``metadata`` an object, null or absent.
     """
-
-    def to_internal_value(self, data):
-        if data is None:
-            raise serializers.ValidationError({"non_field_errors": ["No data provided"]})
-        if not isinstance(data, dict):
-            raise serializers.ValidationError(
-                {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(data).__name__}."]}
-            )
-        errors = {}
-        instance_id = data.get("instance_id")
-        if "instance_id" not in data:
-            errors["instance_id"] = ["This field is required."]
-        elif not isinstance(instance_id, str):
-            errors["instance_id"] = ["This field may not be null." if instance_id is None else "Not a valid string."]
-        else:
-            instance_id = instance_id.strip()
-            if not instance_id:
-                errors["instance_id"] = ["This field may not be blank."]
-            elif len(instance_id) > NAME_LENGTH:
-                errors["instance_id"] = [f"Ensure this field has no more than {NAME_LENGTH} characters."]
-        snapshot = data.get("snapshot")
-        if "snapshot" not in data:
-            errors["snapshot"] = ["This field is required."]
-        elif snapshot is None:
-            errors["snapshot"] = ["This field may not be null."]
-        elif not isinstance(snapshot, dict):
-            errors["snapshot"] = ["Expected a JSON object."]
-        metadata = data.get("metadata")
-        if metadata is None:
-            metadata = {}
-        elif not isinstance(metadata, dict):
-            errors["metadata"] = ["Expected a JSON object."]
-        if errors:
-            raise serializers.ValidationError(errors)
-        return {"instance_id": instance_id, "snapshot": snapshot, "metadata": metadata}
+    if data is None:
+        raise serializers.ValidationError({"non_field_errors": ["No data provided"]})
+    if not isinstance(data, dict):
+        raise serializers.ValidationError(
+            {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(data).__name__}."]}
+        )
+    errors = {}
+    instance_id = data.get("instance_id")
+    if "instance_id" not in data:
+        errors["instance_id"] = ["This field is required."]
+    elif not isinstance(instance_id, str):
+        errors["instance_id"] = ["This field may not be null." if instance_id is None else "Not a valid string."]
+    else:
+        instance_id = instance_id.strip()
+        if not instance_id:
+            errors["instance_id"] = ["This field may not be blank."]
+        elif len(instance_id) > NAME_LENGTH:
+            errors["instance_id"] = [f"Ensure this field has no more than {NAME_LENGTH} characters."]
+    snapshot = data.get("snapshot")
+    if "snapshot" not in data:
+        errors["snapshot"] = ["This field is required."]
+    elif snapshot is None:
+        errors["snapshot"] = ["This field may not be null."]
+    elif not isinstance(snapshot, dict):
+        errors["snapshot"] = ["Expected a JSON object."]
+    metadata = data.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict):
+        errors["metadata"] = ["Expected a JSON object."]
+    if errors:
+        raise serializers.ValidationError(errors)
+    return {"instance_id": instance_id, "snapshot": snapshot, "metadata": metadata}
 
 
 # --- placement (SPEC 14) ---------------------------------------------------------------

@@ -26,7 +26,7 @@ from proxy_app.serializers import (
     HeartbeatSerializer,
     InstanceIdSerializer,
     RegisterSerializer,
-    SnapshotSerializer,
+    snapshot_report,
 )
 
 UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
@@ -45,7 +45,7 @@ class SnapshotView(HotWriteView):
         return super().post(request)
 
     def work(self, data, grant):
-        data = SnapshotSerializer().to_internal_value(data)
+        data = snapshot_report(data)
         result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE)

@@ -95,12 +95,13 @@ def api(client, request):
 def fresh_process_state(settings):
     """Per-process state the server keeps between requests starts empty in every test:
     the verified-token cache, the rate limiter (on a cache of its own, not under var/), the placement
-    board (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)
+    boards and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)
     and the fence sweep's place."""
     from django.core.cache import caches
 
     from proxy_app import fences
     from proxy_app.placement_board import BOARD
+    from proxy_app.pool_board import LEDGER
     from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     from controlplane.api import ratelimit
@@ -114,6 +115,7 @@ def fresh_process_state(settings):
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
     BOARD.reset()
     POOL_BOARD.reset()
+    LEDGER.reset()
     fences.forget_sweeps()
     yield
 

@@ -1,4 +1,5 @@
-"""A placement board kept per web process from the database (SPEC 14): what both roles' placements share.
+"""A board kept per web process from the database: what both roles' placements (SPEC 14) and the
+Proxy's pool summary (SPEC 5) share.
 
 A placement answer must not walk the registry, so each web process keeps
 one board (a columnar set of candidates, ``proxy_app.placement.Board`` or
@@ -11,7 +12,10 @@ an incremental read could miss lives longer. A refresh setting of 0 reads
 everything on every request.
 
 An answer therefore reflects reports at most the refresh interval plus a
-query's time older than the newest it could have seen.
+query's time older than the newest it could have seen. A board that is not
+``throttled`` (the pool summary's, ``proxy_app.pool_board``) reads the
+changed rows on every request instead, so it shows every report committed
+before the request.
 """
 
 import threading
@@ -32,6 +36,9 @@ class LiveBoard:
 
     model = None
     fields = ()
+    # A throttled board reads at most every FLEETWATCH_PLACEMENT_REFRESH_S; one that is not reads the
+    # changed rows on every request (the pool summary's, which must show every committed report).
+    throttled = True
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -60,6 +67,15 @@ class LiveBoard:
     def prepare(self, rows):
         """Called with each read's rows before their candidates are made (a role may look up what they share)."""
 
+    def changed_rows(self, since):
+        """The rows of ``fields`` that changed after ``since``."""
+        return list(self.model.objects.filter(self.changed_q(since)).order_by().values(*self.fields))
+
+    def fill(self, board, rows, old_board):
+        """Put the candidates of ``rows`` on ``board`` (``old_board``: what this process held before)."""
+        for row in rows:
+            board.put(self.candidate_of(row, old_board))
+
     # --- the board ------------------------------------------------------------------------
 
     def decide(self, request, now, dry_run=False):
@@ -74,7 +90,7 @@ class LiveBoard:
 
     def _refresh(self, now):
         refresh_s = settings.FLEETWATCH_PLACEMENT_REFRESH_S
-        if self.read_at is not None and refresh_s > 0 and 0 <= now - self.read_at < refresh_s:
+        if self.throttled and self.read_at is not None and refresh_s > 0 and 0 <= now - self.read_at < refresh_s:
             return
         if refresh_s <= 0 or self.full_at is None or not 0 <= now - self.full_at < FULL_EVERY_S:
             self._read_all()
@@ -85,21 +101,19 @@ class LiveBoard:
 
     def _read_all(self):
         old = self.board
-        rows = list(self.model.objects.values(*self.fields))
+        rows = list(self.model.objects.order_by().values(*self.fields))
         self.prepare(rows)
         board = self.new_board(max(64, len(rows)))
-        for row in rows:
-            board.put(self.candidate_of(row, old))
+        self.fill(board, rows, old)
         self.board = board
 
     def _read_changed(self, since):
         pk = self.model._meta.pk.name
         seen = set()
-        rows = list(self.model.objects.filter(self.changed_q(since)).values(*self.fields))
+        rows = self.changed_rows(since)
         self.prepare(rows)
-        for row in rows:
-            seen.add(row[pk])
-            self.board.put(self.candidate_of(row, self.board))
+        seen.update(row[pk] for row in rows)
+        self.fill(self.board, rows, self.board)
         changes = self.model.status_change_model.objects
         ended = set(changes.filter(at__gt=since, new_status__in=(ChangeStatus.UNREGISTERED, ChangeStatus.EXPIRED))
                     .values_list(pk, flat=True)) - seen

@@ -298,14 +298,15 @@ class HotLane:
         return response
 
     def _add_headers(self, headers, response, request):
-        """Each layer's headers the answer does not carry yet, innermost middleware first, as Django adds them."""
+        """Each layer's headers the answer does not carry yet, innermost middleware first, as Django adds them.
+
+        What it carries is read once from ``headers`` (its own, as a set of lower-cased names): asking the
+        response for each name, one ``KeyError`` per absent header, cost more than the rest of this."""
         rendered = self.headers[request.is_secure()]
+        present = {name.lower() for name, _ in headers}
         for layer in request.layers:
             if layer == "common":
-                if "Content-Length" not in response:
+                if "content-length" not in present:
                     headers.append(("Content-Length", str(len(response.content))))
-                continue
-            for name, value in rendered[layer]:
-                if name not in response and not (layer == "xframe" and getattr(response, "xframe_options_exempt",
-                                                                                 False)):
-                    headers.append((name, value))
+            elif layer != "xframe" or not getattr(response, "xframe_options_exempt", False):
+                headers.extend((name, value) for name, value in rendered[layer] if name.lower() not in present)

@@ -32,6 +32,13 @@ def _qmark(query):
     return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
 
 
+def _run(db, sql, params):
+    """One statement on a Django cursor of ``db``, answering its row count (``write_transaction``'s ``run``)."""
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 class CursorWrapper(base.SQLiteCursorWrapper):
     """Django's cursor, with the %s → ? rewrite remembered per statement.
 
@@ -90,15 +97,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on an error) around a few statements, through the
         writer queue, without ``atomic``'s savepoint and hook bookkeeping: the snapshot hot path's transaction.
 
-        Inside a transaction already (``atomic``, a test's), the statements join it.
+        Yields ``run(sql, params)``, which executes one statement (``%s`` placeholders, a list of
+        parameters) and answers its row count. The statements go to the driver's cursor, their ``?`` form
+        rewritten once per statement, when nothing watches them: Django's cursor wrapping, its error
+        checks and its regex cost more than the statements' own Python work. An ``execute_wrapper`` or
+        the query log (``DEBUG``, a test's query count) sees them through Django's cursor instead; inside
+        a transaction already (``atomic``, a test's), they join it that way. Errors are Django's either way.
         """
         if self.in_atomic_block or not self.get_autocommit():
-            yield
+            yield functools.partial(_run, self)
             return
-        self.ensure_connection()
-        self._start_transaction_under_autocommit()
+        if self.execute_wrappers or self.queries_logged:
+            self.ensure_connection()
+            self._start_transaction_under_autocommit()
+            run = functools.partial(_run, self)
+        else:
+            self._begin_unwatched()
+            run = self._run_unwatched
         try:
-            yield
+            yield run
         except BaseException:
             if self.connection.in_transaction:
                 self._rollback()
@@ -106,6 +123,26 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self._release_write_lock()
             raise
         self._commit()
+
+    def _begin_unwatched(self):
+        """``_start_transaction_under_autocommit`` straight on the driver's connection: what ``cursor()``
+        checks first (the health check, the connection, the thread), the writer queue, then ``BEGIN``."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        self.validate_thread_sharing()
+        lock = self._write_lock()
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with self.wrap_database_errors:
+                self.connection.execute(f"BEGIN {self.transaction_mode}")
+        except BaseException:
+            self._release_write_lock()
+            raise
+
+    def _run_unwatched(self, sql, params):
+        with self.wrap_database_errors:
+            return self.connection.execute(_qmark(sql), params).rowcount
 
     def _commit(self):
         try:

@@ -175,7 +175,7 @@ class ReportMetadataField(ObjectOrNull):
 
 
 class Snapshot(serializers.Serializer):
-    """A report of an instance's latest snapshot (what ``SnapshotSerializer`` checks by hand)."""
+    """A report of an instance's latest snapshot (what ``serializers.snapshot_report`` checks by hand)."""
 
     instance_id = StrictCharField(max_length=NAME_LENGTH, help_text="Trimmed.")
     snapshot = ResourceSnapshotField()

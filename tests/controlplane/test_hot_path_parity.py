@@ -8,7 +8,7 @@
   answer is the same whether they step aside on the API lane or run as
   Django, WhiteNoise and django-htmx wrote them.
 
-The hand-written ``SnapshotSerializer`` has its own twin test
+The hand-written ``snapshot_report`` has its own twin test
 (``tests/proxy/test_snapshot_serializer_parity.py``).
 """
 

@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 
 from proxy_app import ingest_sql
 from proxy_app.ingest import IngestResult, ingest_snapshot
@@ -51,3 +52,23 @@ def test_a_statement_that_fails_leaves_nothing_of_the_report(alive, monkeypatch)
     assert not InstanceResource.objects.filter(pk="i-1").exists()
     monkeypatch.undo()
     assert ingest_snapshot("i-1", make_snapshot(), {}, T0 + 2) is IngestResult.STORED  # the write queue is free again
+
+
+def test_what_watches_statements_sees_each_of_the_report(alive):
+    """SQLite runs the report's statements on the driver's cursor unless something watches them: then
+    an execute_wrapper and the query log see every one, and the report is committed all the same."""
+    seen = []
+
+    def watching(execute, sql, params, many, context):
+        seen.append(sql.split()[0].upper())
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watching), CaptureQueriesContext(connection) as logged:
+        assert ingest_snapshot("i-1", make_snapshot(cpu=42.0), {"report_seq": 1}, T0 + 1) is IngestResult.STORED
+    sqlite = connection.vendor == "sqlite"
+    statements = ["BEGIN", "UPDATE", "INSERT", "INSERT"] if sqlite else ["WITH"]
+    assert seen == statements
+    assert [query["sql"].split()[0].upper() for query in logged.captured_queries] == (
+        [*statements, "COMMIT"] if sqlite else statements)
+    assert not _transaction_open()
+    assert InstanceResource.objects.get(pk="i-1").cpu_util == 42.0

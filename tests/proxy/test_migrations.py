@@ -95,3 +95,15 @@ def test_it_copies_each_instances_last_contact_onto_its_resource_row(at_0011):
     # The trigger is in place: the next contact is copied too.
     new.get_model("proxy_app", "Instance").objects.filter(pk="i-1").update(last_seen_at=300.0)
     assert new.get_model("proxy_app", "InstanceResource").objects.get(pk="i-1").last_seen_at == 300.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dropping_the_copy_leaves_contacts_working_and_going_back_restores_it(at_0011):
+    latest = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    Instance = latest.get_model("proxy_app", "Instance")
+    Instance.objects.create(instance_id="i-0", host="10.0.0.1", port=8000, registered_at=1.0, last_seen_at=100.0)
+    latest.get_model("proxy_app", "InstanceResource").objects.create(instance_id="i-0", has_raw_resource=True)
+    Instance.objects.filter(pk="i-0").update(last_seen_at=150.0)  # no trigger left to write a dropped column
+
+    back = _migrate([("proxy_app", "0012_resource_last_seen")])
+    assert back.get_model("proxy_app", "InstanceResource").objects.get(pk="i-0").last_seen_at == 150.0

@@ -1,4 +1,4 @@
-"""The hand-written SnapshotSerializer of the ingest hot path against its declared twin (``openapi.bodies.Snapshot``).
+"""The ingest hot path's hand-written check (``snapshot_report``) against its declared twin (``openapi.bodies.Snapshot``).
 
 The twin is what the schema publishes and what a declared-field DRF
 serializer would check; the hand-written one must refuse and accept the very
@@ -14,14 +14,14 @@ from rest_framework import serializers
 
 from controlplane.api.errors import flatten_detail
 from proxy_app.openapi.bodies import Snapshot
-from proxy_app.serializers import SnapshotSerializer
+from proxy_app.serializers import snapshot_report
 from tests.factories import make_snapshot
 
 
 def hot(body):
     """What the hot path makes of ``body``: its data, or its errors as the API answers them (the envelope's)."""
     try:
-        return "valid", dict(SnapshotSerializer().to_internal_value(body))
+        return "valid", dict(snapshot_report(body))
     except serializers.ValidationError as error:
         return "invalid", flatten_detail(error.detail)
 
