@@ -28,8 +28,7 @@ import gc
 import io
 
 import orjson
-from django.db.models import Case, TextField, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import F, Func, TextField
 
 from agent.capabilities import full_view
 from controlplane.endpoints import liveness
@@ -70,23 +69,29 @@ def _fragment(text):
     return None if text is None else Fragment(text)
 
 
-def _json_text(field, null):
-    """A JSON column as its text, ``null`` (JSON text too) where it is SQL NULL: a Fragment on every row."""
-    return Coalesce(as_text(field), Value(null), output_field=TextField())
-
-
 def _with_text_columns(queryset, raw):
     """``queryset`` with the JSON columns of COLUMNS as text (and the snapshot as ``raw_text`` with ``raw``)."""
     columns = {
-        "endpoints_text": _json_text("endpoints", "null"), "tags_text": _json_text("tags", "null"),
-        "meta_text": _json_text("meta", "null"), "capabilities_text": as_text("capabilities"),
-        **{f"{name}_text": _json_text(f"resource__{name}", "null") for name in RESOURCE_JSON_FIELDS},
+        "endpoints_text": as_text("endpoints", null="null"), "tags_text": as_text("tags", null="null"),
+        "meta_text": as_text("meta", null="null"), "capabilities_text": as_text("capabilities"),
+        **{f"{name}_text": as_text(f"resource__{name}", null="null") for name in RESOURCE_JSON_FIELDS},
     }
     if raw:
-        # {} before the first snapshot, also where a snapshot is left without its resource row.
-        columns["raw_text"] = Case(When(resource__isnull=True, then=Value("{}")),
-                                   default=_json_text("snapshot__raw_resource", "{}"), output_field=TextField())
+        columns["raw_text"] = _SnapshotText()
     return queryset.annotate(**columns)
+
+
+class _SnapshotText(Func):
+    """The snapshot as stored; ``{}`` before the first one, also where one is left without its resource row."""
+
+    output_field = TextField()
+
+    def __init__(self):
+        super().__init__(F("resource__instance_id"), as_text("snapshot__raw_resource", null="{}"))
+
+    def as_sql(self, compiler, connection, **extra_context):
+        (resource_id, resource_params), (snapshot, snapshot_params) = map(compiler.compile, self.source_expressions)
+        return f"CASE WHEN {resource_id} IS NULL THEN '{{}}' ELSE {snapshot} END", (*resource_params, *snapshot_params)
 
 
 def instance_rows(queryset, now):

@@ -51,16 +51,29 @@ def _binary_cursor(connection):
 
 class JsonText(Func):
     """A JSON column as its encoded text, for ``raw_rows``: ``str`` on PostgreSQL; ``bytes`` on
-    SQLite, where the driver then skips decoding UTF-8 (a third of reading a 10,000-row list)."""
+    SQLite, where the driver then skips decoding UTF-8 (a third of reading a 10,000-row list).
+    With ``null`` (a constant JSON text), that text where the column is SQL NULL."""
 
     template = "CAST(%(expressions)s AS text)"
     output_field = TextField()
 
+    def __init__(self, expression, null=None):
+        if null is not None and "'" in null:
+            raise ValueError(f"not a constant SQL can hold: {null!r}")
+        super().__init__(expression)
+        self.null = null
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = super().as_sql(compiler, connection, **extra_context)
+        return (sql if self.null is None else f"COALESCE({sql}, '{self.null}')"), params
+
     def as_sqlite(self, compiler, connection, **extra_context):
-        return super().as_sql(compiler, connection, template="CAST(%(expressions)s AS BLOB)", **extra_context)
+        sql, params = super().as_sql(compiler, connection, template="CAST(%(expressions)s AS BLOB)", **extra_context)
+        return (sql if self.null is None else f"COALESCE({sql}, CAST('{self.null}' AS BLOB))"), params
 
 
-def as_text(field):
+def as_text(field, null=None):
     """A JSON column read as its text (``str`` or UTF-8 ``bytes``), to be spliced into an answer
-    with ``orjson.Fragment`` or parsed with ``orjson.loads``; use it with ``raw_rows`` only."""
-    return JsonText(F(field))
+    with ``orjson.Fragment`` or parsed with ``orjson.loads``; use it with ``raw_rows`` only.
+    ``null``: the JSON text read instead of SQL NULL (``"null"``: a Fragment for every row)."""
+    return JsonText(F(field), null)
