@@ -2,22 +2,23 @@
 ``/debug/instance_resources``).
 
 A full list of 10,000 instances is 31 MB of JSON, most of it the stored
-snapshots, and what it costs is Python objects: ~570,000 values from the
+snapshots, and what it costs is Python objects: ~580,000 values from the
 driver, 30,000 dicts, and the memory they take. So:
 
 - the rows come straight from the driver (no model instances, no
-  converters), and every JSON column (the snapshot, endpoints, tags, meta, a
-  resource's model and LoRA lists) as the text it is stored as, ``null`` or
-  ``{}`` in place of SQL NULL, so that each goes into the answer as an
-  ``orjson.Fragment``, never decoded and encoded again, without a test per row;
+  converters; binary on PostgreSQL, ``raw_row_batches``), and every JSON
+  column (the snapshot, endpoints, tags, meta, a resource's model and LoRA
+  lists) as the text it is stored as, ``null`` or ``{}`` in place of SQL
+  NULL, so that each goes into the answer as an ``orjson.Fragment``, never
+  decoded and encoded again, without a test per row;
 - a row is built in one pass: its resource dict is a presized copy filled
   from the fetched row, and what most of a fleet shares (the fence verdict,
   the capabilities' full view) is worked out once per distinct input;
 - the answer is read, built and encoded ``BATCH_ROWS`` rows at a time into one
-  buffer, so each batch reuses the memory the one before freed: built whole,
-  the list's ~100 MB of short-lived objects were new pages from the kernel on
-  every request (a fifth of a web worker's time went to page faults) and
-  were never in cache.
+  buffer, so each batch reuses the few megabytes the one before freed. Built
+  whole, the list's ~100 MB of short-lived objects were fresh pages on every
+  request, never in cache: a granian worker took 26,000 page faults a list,
+  now 14,500 (the answer itself, and the server's copy of it).
 
 Only capabilities are parsed: list rows show them with every field present
 (SPEC 3.2).
@@ -39,8 +40,8 @@ from proxy_app.normalise import RESOURCE_FIELDS
 
 Fragment = orjson.Fragment
 EMPTY_OBJECT = Fragment(b"{}")
-# Rows read, built and encoded at a time: a few megabytes, reused batch after batch
-# (in process, 10,000 instances: 113 ms in batches of 50 to 500, 138 ms whole).
+# Rows read, built and encoded at a time: a few megabytes, reused batch after batch (10,000
+# instances on SQLite, CPU in process: 117 ms in batches of 50 or 200, 141 ms of 1,000, 163 ms whole).
 BATCH_ROWS = 200
 # The resource's columns that hold JSON text.
 RESOURCE_JSON_FIELDS = ("engine_models", "engine_loras")
