@@ -33,20 +33,21 @@ def raw_row_batches(queryset, size):
 
 
 def _binary_cursor(connection):
-    """Django's cursor, on PostgreSQL one that binds on the server and reads binary results (Django's
-    own binds on the client, which psycopg allows only text results for), wrapped as Django wraps its
-    own: errors translated, the query logged where queries are."""
+    """Django's cursor; on PostgreSQL one that binds on the server and reads binary results (Django's
+    binds on the client, for which psycopg reads text only), made the way ``connection.cursor()``
+    makes its own: the health check, errors translated, the query logged where queries are."""
     if connection.vendor != "postgresql":
         return connection.cursor()
     from django.db.backends.postgresql.base import ServerBindingCursor
     from psycopg.pq import Format
 
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
-    connection.validate_thread_sharing()
     with connection.wrap_database_errors:
         cursor = ServerBindingCursor(connection.connection)
-    cursor.format = Format.BINARY
-    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+        cursor.format = Format.BINARY
+        connection.validate_thread_sharing()
+        return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 class JsonText(Func):
