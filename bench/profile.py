@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import PYTHON, Deployment, seed_pool, snapshot_body_template  # noqa: E402
 
 INGEST_PATH = "/v1/instance/resource_snapshot"
+HEARTBEAT_PATH = "/v1/instance/heartbeat"
+HEARTBEAT_BODY = '{"instance_id": "__ID__", "inflight": 3, "qps_1m": 1.5}'  # bench/run.py's
 
 
 def per_call_ms(function, calls, batches=5):
@@ -97,6 +99,7 @@ def request_floor(args, wsgi):
     from controlplane import clock
     from controlplane.api.auth import verify_token
     from proxy_app.ingest import ingest_snapshot
+    from proxy_app.models import Instance
     from proxy_app.normalise import normalise_snapshot
 
     template = snapshot_body_template(args.gpus)
@@ -129,6 +132,12 @@ def request_floor(args, wsgi):
     line("POST resource_snapshot through the hot lane (what up serves)", lane,
          f"{lane / healthz:.2f}× Django's /healthz, {lane / django:.2f}× through Django")
     line("  the token check alone (cached)", per_call_ms(lambda i: verify_token(wsgi.token), args.calls))
+    beats = [HEARTBEAT_BODY.replace("__ID__", f"bench-{i % 1000}").encode() for i in range(5 * args.calls)]
+    beat = per_call_ms(lambda i: wsgi.call("POST", HEARTBEAT_PATH, beats[i], lane=True), args.calls)
+    line("POST /v1/instance/heartbeat through the hot lane", beat, f"{beat / lane:.2f}× a snapshot's")
+    load = {"inflight": 3, "qps_1m": 1.5}
+    line("  Instance.objects.heartbeat() alone", per_call_ms(
+        lambda i: Instance.objects.heartbeat(f"bench-{i % 1000}", clock.now(), load), args.calls))
     if args.cprofile:
         lane_profile(wsgi, bodies_lane, args.calls)
     wal_pages(wsgi, reports(6 * 10**6)[:args.calls])
