@@ -145,9 +145,8 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         """The contact UPDATE alone; False when the entry is unknown, not stored as alive, past its TTL,
         or holds other values than ``match`` (column → value) says.
 
-        On SQLite it is a write transaction of one statement (``write_transaction``): a lone
-        autocommit UPDATE would wait for the write lock in SQLite's busy handler, sleeping
-        milliseconds, instead of in the writer queue that snapshots wait in.
+        On SQLite it goes straight to the driver when nothing watches (``execute_alone``): Django's
+        cursor cost a fifth of the statement.
         """
         fields = fields or {}
         db = connections[DEFAULT_DB_ALIAS]  # looked up once: each use of the ``connection`` proxy is a lookup
@@ -158,8 +157,7 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
             with db.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.rowcount == 1
-        with db.write_transaction() as run:
-            return run(sql, params) == 1
+        return db.execute_alone(sql, params) == 1
 
     def revive(self, pk, now, reason, **fields):
         """Refresh an entry that ``touch_alive`` did not; False if unknown.
