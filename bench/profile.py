@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import PYTHON, Deployment, seed_pool, snapshot_body_template  # noqa: E402
 
 INGEST_PATH = "/v1/instance/resource_snapshot"
+HEARTBEAT_PATH = "/v1/instance/heartbeat"
+HEARTBEAT_BODY = '{"instance_id": "__ID__", "inflight": 3, "qps_1m": 1.5}'  # bench/run.py's
 
 
 def per_call_ms(function, calls, batches=5):
@@ -97,6 +99,7 @@ def request_floor(args, wsgi):
     from controlplane import clock
     from controlplane.api.auth import verify_token
     from proxy_app.ingest import ingest_snapshot
+    from proxy_app.models import Instance
     from proxy_app.normalise import normalise_snapshot
 
     template = snapshot_body_template(args.gpus)
@@ -129,8 +132,15 @@ def request_floor(args, wsgi):
     line("POST resource_snapshot through the hot lane (what up serves)", lane,
          f"{lane / healthz:.2f}× Django's /healthz, {lane / django:.2f}× through Django")
     line("  the token check alone (cached)", per_call_ms(lambda i: verify_token(wsgi.token), args.calls))
+    beats = [HEARTBEAT_BODY.replace("__ID__", f"bench-{i % 1000}").encode() for i in range(5 * args.calls)]
+    beat = per_call_ms(lambda i: wsgi.call("POST", HEARTBEAT_PATH, beats[i], lane=True), args.calls)
+    line("POST /v1/instance/heartbeat through the hot lane", beat, f"{beat / lane:.2f}× a snapshot's")
+    load = {"inflight": 3, "qps_1m": 1.5}
+    line("  Instance.objects.heartbeat() alone", per_call_ms(
+        lambda i: Instance.objects.heartbeat(f"bench-{i % 1000}", clock.now(), load), args.calls))
     if args.cprofile:
-        lane_profile(wsgi, bodies_lane, args.calls)
+        lane_profile(wsgi, INGEST_PATH, bodies_lane[4 * args.calls:], args.calls)
+        lane_profile(wsgi, HEARTBEAT_PATH, beats, args.calls)
     wal_pages(wsgi, reports(6 * 10**6)[:args.calls])
 
     payloads = [orjson.loads(body) for body in bodies]
@@ -183,18 +193,19 @@ def wal_pages(wsgi, bodies):
     print(f"  {'  pages each report writes to the WAL (4 KiB each)':62s} {frames / len(bodies):8.2f}", flush=True)
 
 
-def lane_profile(wsgi, bodies, calls):
-    """cProfile of ``calls`` reports through the hot lane: the functions taking the most time of their own."""
+def lane_profile(wsgi, path, bodies, calls):
+    """cProfile of ``calls`` requests to ``path`` through the hot lane: the functions taking the most time of their own."""
     here = str(Path(__file__).resolve().parent)  # this file is "profile" on sys.path: cProfile needs the real one
     sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
     sys.modules.pop("profile", None)
     import cProfile
     import pstats
 
+    print(f"  cProfile of {calls:,} POST {path} through the hot lane, by time of their own", flush=True)
     profiler = cProfile.Profile()
     profiler.enable()
     for i in range(calls):
-        wsgi.call("POST", INGEST_PATH, bodies[4 * calls + i], lane=True)
+        wsgi.call("POST", path, bodies[i], lane=True)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
@@ -271,7 +282,7 @@ def main():
     parser.add_argument("--pool-size", type=int, default=10_000)
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per snapshot: 8 ≈ 7 KB, 1 ≈ 1.8 KB")
     parser.add_argument("--calls", type=int, default=2000, help="calls per batch of the request path")
-    parser.add_argument("--cprofile", action="store_true", help="also a cProfile of the lane's reports")
+    parser.add_argument("--cprofile", action="store_true", help="also a cProfile of the lane's reports and heartbeats")
     parser.add_argument("--token", help=argparse.SUPPRESS)  # set for the inner process
     args = parser.parse_args()
     if args.token:

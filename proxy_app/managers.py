@@ -62,6 +62,9 @@ class InstanceManager(LivenessManager):
         if capabilities is not None:
             fields.update(capabilities=capabilities, capability_fingerprint=fingerprint(capabilities))
         elif reported_fingerprint is not None:
+            # The common case, an alive instance whose fingerprint is the one reported: one UPDATE.
+            if self.touch_alive(instance_id, now, fields, match={"capability_fingerprint": reported_fingerprint}):
+                return Heartbeat.OK, None
             row = self.filter(pk=instance_id).values_list("capability_fingerprint", flat=True)
             stored = next(iter(row), False)
             if stored is False:

@@ -3,10 +3,18 @@
 from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
-from controlplane.api.fields import StrictCharField, StrictIntegerField
+from controlplane.api.fields import (
+    MAX_INFLIGHT,
+    StrictCharField,
+    StrictIntegerField,
+    check_integer,
+    check_number,
+    check_text,
+)
 from controlplane.api.placement import PlacementBodyBase, optional_text
-from controlplane.api.serializers import HeartbeatSerializerBase, RegisterSerializerBase, entry_id_field
+from controlplane.api.serializers import RegisterSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
+from controlplane.figures import MAX_QUANTITY
 from proxy_app.fencing import OUTCOMES
 
 FINGERPRINT_LENGTH = len("sha256:") + 64
@@ -16,6 +24,11 @@ class CapabilitiesField(serializers.Field):
     """The typed capabilities object of SPEC 3.2, validated into its canonical form."""
 
     def to_internal_value(self, data):
+        return self.parse(data)
+
+    @staticmethod
+    def parse(data):
+        """The canonical capabilities of ``data`` (not null), else a ``ValidationError``."""
         try:
             return parse_capabilities(data, path="")
         except CapabilityError as error:
@@ -44,17 +57,62 @@ class InstanceIdSerializer(serializers.Serializer):
     instance_id = entry_id_field()
 
 
-class HeartbeatSerializer(HeartbeatSerializerBase):
-    """A heartbeat; it may carry the capabilities, or only their fingerprint (SPEC 3.2).
+def heartbeat_report(data):
+    """The body of a heartbeat, checked by hand: its validated data, else a ``ValidationError``.
 
-    With both, the capabilities win and the fingerprint beside them is not
-    compared, as the original Proxy does: the object is the truth the
-    fingerprint is computed from.
+    A heartbeat may carry the capabilities, or only their fingerprint (SPEC
+    3.2); load fields sent are in the data (null: unknown now), absent ones
+    are not. As with ``snapshot_report``, a declared-field serializer cost
+    the hot lane more than the heartbeat's UPDATE. The rules, messages and
+    their order are those of its declared twin (``proxy_app.openapi.bodies.InstanceHeartbeat``,
+    which the schema publishes; ``tests/proxy/test_heartbeat_body_parity.py`` holds them together).
     """
+    if data is None:
+        raise serializers.ValidationError({"non_field_errors": ["No data provided"]})
+    if not isinstance(data, dict):
+        raise serializers.ValidationError(
+            {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(data).__name__}."]}
+        )
+    report, errors = {}, {}
+    for name, check, bounds in LOAD_CHECKS:
+        if name in data:
+            try:
+                report[name] = None if data[name] is None else check(data[name], *bounds)
+            except serializers.ValidationError as error:
+                errors[name] = error.detail
+    if "instance_id" not in data:
+        errors["instance_id"] = ["This field is required."]
+    elif data["instance_id"] is None:
+        errors["instance_id"] = ["This field may not be null."]
+    else:
+        try:
+            report["instance_id"] = check_text(data["instance_id"], NAME_LENGTH)
+        except serializers.ValidationError as error:
+            errors["instance_id"] = error.detail
+    if "capabilities" in data:
+        try:
+            report["capabilities"] = None if data["capabilities"] is None else CapabilitiesField.parse(
+                data["capabilities"])
+        except serializers.ValidationError as error:
+            errors["capabilities"] = error.detail
+    if "capability_fingerprint" in data:
+        try:
+            fingerprint = data["capability_fingerprint"]
+            report["capability_fingerprint"] = None if fingerprint is None else check_text(
+                fingerprint, FINGERPRINT_LENGTH)
+        except serializers.ValidationError as error:
+            errors["capability_fingerprint"] = error.detail
+    if errors:
+        raise serializers.ValidationError(errors)
+    return report
 
-    instance_id = entry_id_field()
-    capabilities = CapabilitiesField(required=False, allow_null=True)
-    capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
+
+# The load fields of ``HeartbeatSerializerBase``, in its order: (name, check, its bounds).
+LOAD_CHECKS = (
+    ("inflight", check_integer, (0, MAX_INFLIGHT)),
+    ("qps_1m", check_number, (0, MAX_QUANTITY)),
+    ("gpu_util", check_number, (0, 100)),
+)
 
 
 def snapshot_report(data):

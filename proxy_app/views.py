@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
+from controlplane.api.serializers import HeartbeatSerializerBase
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app import pool
 from proxy_app.history import INSTANCES, POOL
@@ -22,12 +23,7 @@ from proxy_app.openapi import (
     snapshot_schema,
     unregister_schema,
 )
-from proxy_app.serializers import (
-    HeartbeatSerializer,
-    InstanceIdSerializer,
-    RegisterSerializer,
-    snapshot_report,
-)
+from proxy_app.serializers import InstanceIdSerializer, RegisterSerializer, heartbeat_report, snapshot_report
 
 UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
@@ -64,11 +60,9 @@ class HeartbeatView(HotWriteView):
         return super().post(request)
 
     def work(self, data, grant):
-        serializer = HeartbeatSerializer(data=data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = heartbeat_report(data)
         outcome, stored = Instance.objects.heartbeat(
-            data["instance_id"], clock.now(), HeartbeatSerializer.load(data),
+            data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
             capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
         )
         if outcome is Heartbeat.OK:

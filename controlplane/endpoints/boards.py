@@ -67,9 +67,16 @@ class LiveBoard:
     def prepare(self, rows):
         """Called with each read's rows before their candidates are made (a role may look up what they share)."""
 
+    def read(self, queryset):
+        """The rows of ``fields`` that ``queryset`` selects (dicts, unless a role reads them otherwise)."""
+        return list(queryset.values(*self.fields))
+
+    def key_of(self, row):
+        return row[self.model._meta.pk.name]
+
     def changed_rows(self, since):
         """The rows of ``fields`` that changed after ``since``."""
-        return list(self.model.objects.filter(self.changed_q(since)).order_by().values(*self.fields))
+        return self.read(self.model.objects.filter(self.changed_q(since)).order_by())
 
     def fill(self, board, rows, old_board):
         """Put the candidates of ``rows`` on ``board`` (``old_board``: what this process held before)."""
@@ -101,7 +108,7 @@ class LiveBoard:
 
     def _read_all(self):
         old = self.board
-        rows = list(self.model.objects.order_by().values(*self.fields))
+        rows = self.read(self.model.objects.order_by())
         self.prepare(rows)
         board = self.new_board(max(64, len(rows)))
         self.fill(board, rows, old)
@@ -109,10 +116,9 @@ class LiveBoard:
 
     def _read_changed(self, since):
         pk = self.model._meta.pk.name
-        seen = set()
         rows = self.changed_rows(since)
         self.prepare(rows)
-        seen.update(row[pk] for row in rows)
+        seen = {self.key_of(row) for row in rows}
         self.fill(self.board, rows, self.board)
         changes = self.model.status_change_model.objects
         ended = set(changes.filter(at__gt=since, new_status__in=(ChangeStatus.UNREGISTERED, ChangeStatus.EXPIRED))

@@ -124,6 +124,17 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise
         self._commit()
 
+    def execute_alone(self, sql, params):
+        """One statement in autocommit, its own transaction, answering its row count: ``write_transaction``'s
+        ``run`` without ``BEGIN`` and ``COMMIT`` (a heartbeat's contact UPDATE). Straight to the driver when
+        nothing watches and no transaction is open, as there; else through Django's cursor."""
+        if self.in_atomic_block or not self.get_autocommit() or self.execute_wrappers or self.queries_logged:
+            return _run(self, sql, params)
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        self.validate_thread_sharing()
+        return self._run_unwatched(sql, params)
+
     def _begin_unwatched(self):
         """``_start_transaction_under_autocommit`` straight on the driver's connection: what ``cursor()``
         checks first (the health check, the connection, the thread), the writer queue, then ``BEGIN``."""

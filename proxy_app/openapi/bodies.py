@@ -7,8 +7,9 @@ from rest_framework import serializers
 
 from agent import capabilities as caps
 from controlplane.api.fields import JSONObjectField, ObjectOrNull, StrictCharField
+from controlplane.api.serializers import HeartbeatSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
-from proxy_app.serializers import HeartbeatSerializer, InstanceIdSerializer, RegisterSerializer
+from proxy_app.serializers import FINGERPRINT_LENGTH, CapabilitiesField, InstanceIdSerializer, RegisterSerializer
 
 # --- capabilities (SPEC 3.2), read from the validator itself ---------------------------------
 
@@ -93,10 +94,16 @@ class InstanceRegister(RegisterSerializer):
     """Register (or re-register) an instance (SPEC 3). Unknown fields are ignored."""
 
 
-class InstanceHeartbeat(HeartbeatSerializer):
+class InstanceHeartbeat(HeartbeatSerializerBase):
     """A heartbeat: load fields present are stored (null: unknown now), absent ones kept.
     With `capabilities` they replace the stored ones (a `capability_fingerprint` beside them is not
     compared, as the original Proxy does); with only a `capability_fingerprint`, it is compared."""
+
+    # What ``serializers.heartbeat_report`` checks by hand. With both, the capabilities win: the
+    # object is the truth the fingerprint is computed from.
+    instance_id = entry_id_field()
+    capabilities = CapabilitiesField(required=False, allow_null=True)
+    capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
 
 
 class InstanceId(InstanceIdSerializer):

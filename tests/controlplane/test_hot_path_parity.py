@@ -8,8 +8,8 @@
   answer is the same whether they step aside on the API lane or run as
   Django, WhiteNoise and django-htmx wrote them.
 
-The hand-written ``snapshot_report`` has its own twin test
-(``tests/proxy/test_snapshot_serializer_parity.py``).
+The hand-written ``snapshot_report`` and ``heartbeat_report`` have their own twin tests
+(``tests/proxy/test_snapshot_serializer_parity.py``, ``tests/proxy/test_heartbeat_body_parity.py``).
 """
 
 import json

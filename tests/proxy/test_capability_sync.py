@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from agent.capabilities import fingerprint, full_view, parse_capabilities
+from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance
 from tests.factories import T0, make_capabilities
 
@@ -66,6 +67,22 @@ def test_it_takes_a_matching_fingerprint_heartbeat_as_a_heartbeat(api, frozen):
     assert response.json() == {"ok": True}
     instance = Instance.objects.get(pk="i-1")
     assert (instance.last_seen_at, instance.inflight) == (T0 + 5, 3)
+
+
+def test_it_takes_a_matching_fingerprint_heartbeat_in_one_statement(api, frozen, django_assert_num_queries):
+    register(api, capabilities=CAPABILITIES)
+    with django_assert_num_queries(1):
+        assert Instance.objects.heartbeat("i-1", T0 + 5, {"inflight": 3}, reported_fingerprint=FINGERPRINT) == (
+            Heartbeat.OK, None)
+
+
+def test_it_revives_a_stale_instance_on_a_matching_fingerprint_heartbeat(api, frozen):
+    register(api, capabilities=CAPABILITIES)
+    frozen.shift(40)
+    Instance.objects.sweep(T0 + 40)
+    assert beat(api, capability_fingerprint=FINGERPRINT, inflight=3).json() == {"ok": True}
+    instance = Instance.objects.get(pk="i-1")
+    assert (instance.status, instance.last_seen_at, instance.inflight) == ("alive", T0 + 40, 3)
 
 
 def test_it_rejects_a_mismatching_fingerprint_without_refreshing_liveness_or_load(api, frozen):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance, InstanceStatusChange
 from tests.factories import T0
 
@@ -69,6 +70,12 @@ def test_it_records_nothing_for_an_ordinary_heartbeat(register_instance, instanc
     register_instance("i-1")
     instance_heartbeat("i-1")
     assert InstanceStatusChange.objects.filter(instance_id="i-1").count() == 1
+
+
+def test_it_refreshes_an_alive_instance_in_one_statement(register_instance, frozen, django_assert_num_queries):
+    register_instance("i-1")
+    with django_assert_num_queries(1):
+        assert Instance.objects.heartbeat("i-1", T0 + 5, {"inflight": 3, "qps_1m": 1.5}) == (Heartbeat.OK, None)
 
 
 def test_it_revives_a_stale_instance(register_instance, instance_heartbeat, frozen, listed_instances):

@@ -12,7 +12,7 @@ import pytest
 
 from controlplane import clock
 from proxy_app.models import Instance
-from proxy_app.pool_board import LEDGER, PoolColumns, PoolLedger
+from proxy_app.pool_board import FIELDS, LEDGER, PoolColumns, PoolLedger
 from tests.factories import make_engine, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -98,19 +98,29 @@ def test_between_full_reads_it_reads_only_rows_whose_contact_changed(frozen, gpu
     assert LEDGER.totals(clock.now())["inflight_total"] == 40
 
 
+def _row(instance_id, seen=100.0, inflight=1, models=None):
+    """A row of ``FIELDS`` as the driver answers it: an instance with a contact and nothing reported."""
+    row = dict.fromkeys(FIELDS)
+    row.update(instance_id=instance_id, last_seen_at=seen, inflight=inflight, resource__has_raw_resource=True,
+               resource__resource_reported_at=seen, resource__engine_count=1, resource__engine_models=models)
+    return tuple(row.values())
+
+
 def test_the_columns_grow_past_their_first_capacity_and_reuse_freed_slots():
     columns = PoolColumns(capacity=2)
-    row = {field: None for field in ("instance_id", "last_seen_at", "inflight", "qps_1m")}
-
-    def put(name):
-        columns.put_rows([{**{f: None for f in __import__("proxy_app.pool_board").pool_board.FIELDS},
-                           **row, "instance_id": name, "last_seen_at": 100.0, "inflight": 1}])
-
     for name in "abcde":
-        put(name)
+        columns.put_rows([_row(name)])
     assert columns.totals(100.0, 15, 5.0, 0.8)["inflight_total"] == 5
     columns.remove("c")
-    put("f")
+    columns.put_rows([_row("f")])
     assert len(columns) == 5 and columns.values.shape[1] == 64
     assert columns.totals(100.0, 15, 5.0, 0.8)["inflight_total"] == 5
     assert columns.totals(120.0, 15, 5.0, 0.8)["alive"] == 0
+
+
+def test_model_sets_no_instance_holds_any_more_are_forgotten():
+    columns = PoolColumns(capacity=2)
+    for n in range(300):  # one instance moving through 300 model sets
+        columns.put_rows([_row("a", models=f'["m{n}"]'), _row("b", models='["tiny"]')])
+    assert len(columns.model_sets) <= 4 * 64 + 1
+    assert columns.totals(100.0, 15, 5.0, 0.8)["engine_model_groups"] == [(["m299"], 1, None), (["tiny"], 1, None)]
