@@ -135,89 +135,82 @@ class PoolColumns:
         self.models = renumbered
 
     def totals(self, now, ttl_s, waiting_scale, kv_scale):
-        """The raw inputs of pool_resource (``proxy_app.aggregation.build_pool_resource``)."""
-        column = self.values
-        alive = self.used & (column[COLUMN["last_seen_at"]] >= liveness.alive_since(now, ttl_s))
+        """The raw inputs of pool_resource (``proxy_app.aggregation.build_pool_resource``).
+
+        Each aggregate runs over the non-null values of its column in the rows it is over: one mask
+        for the whole table, then one pass per kind of reduction over every column at once.
+        """
+        values = self.values
+        alive = self.used & (values[COLUMN["last_seen_at"]] >= liveness.alive_since(now, ttl_s))
         reporting = alive & self.reporting
+        present = ~np.isnan(values)
         totals = {"total": len(self.slots), "alive": int(np.count_nonzero(alive))}
         for name in ("inflight", "qps_1m"):
-            present = column[COLUMN[name]][alive]
-            present = present[~np.isnan(present)]
-            totals[f"{name}_total"] = _sum(present)
-            totals[f"{name}_reported"] = int(present.size)
+            counted = present[COLUMN[name]] & alive
+            totals[f"{name}_reported"] = int(np.count_nonzero(counted))
+            totals[f"{name}_total"] = float(values[COLUMN[name]][counted].sum()) if counted.any() else None
         totals["reporting"] = int(np.count_nonzero(reporting))
         codes = self.admission[reporting]
         totals.update({state: int(np.count_nonzero(codes == code)) for state, code in ADMISSION.items()})
-        figures = column[:, reporting]
 
-        def over(name):
-            values = figures[COLUMN[name]]
-            return values[~np.isnan(values)]
+        counted = present & reporting
+        counts = np.count_nonzero(counted, axis=1)
+        sums = np.add.reduce(values, axis=1, where=counted, initial=0.0)
+        reduced = {"sum": sums, "avg": sums / np.maximum(counts, 1),
+                   "min": np.minimum.reduce(values, axis=1, where=counted, initial=np.inf),
+                   "max": np.maximum.reduce(values, axis=1, where=counted, initial=-np.inf)}
+        for alias, kind, name in AGGREGATES:
+            index = COLUMN[name]
+            totals[alias] = float(reduced[kind][index]) if counts[index] else None
 
-        for alias, function, name in AGGREGATES:
-            totals[alias] = function(over(name))
-        totals["instances_with_engine"] = int(np.count_nonzero(figures[COLUMN["engine_count"]] > 0))
-        engine_ok = figures[COLUMN["engine_ok_count"]] > 0
+        with_engine = reporting & (np.nan_to_num(values[COLUMN["engine_count"]]) > 0)
+        engine_ok = reporting & (np.nan_to_num(values[COLUMN["engine_ok_count"]]) > 0)
+        totals["instances_with_engine"] = int(np.count_nonzero(with_engine))
         totals["instances_engine_ok"] = int(np.count_nonzero(engine_ok))
-        totals["saturation"] = _saturation(figures, engine_ok, waiting_scale, kv_scale)
+        totals["saturation"] = _saturation(values, present, engine_ok, waiting_scale, kv_scale)
         totals["engine_model_groups"] = self._model_groups(reporting) if totals["instances_with_engine"] else []
         return totals
 
     def _model_groups(self, reporting):
         """(models, instances, requests waiting) per distinct model set of the reporting instances, by models."""
-        codes = self.models[reporting]
-        waiting = self.values[COLUMN["requests_waiting"]][reporting]
-        groups = []
-        for code in np.unique(codes[codes >= 0]):
-            queue = waiting[codes == code]
-            queue = queue[~np.isnan(queue)]
-            groups.append((list(self.model_sets[code]), int(np.count_nonzero(codes == code)), _sum(queue)))
-        return sorted(groups)
+        held = reporting & (self.models >= 0)
+        codes, waiting = self.models[held], self.values[COLUMN["requests_waiting"]][held]
+        queued = ~np.isnan(waiting)
+        instances = np.bincount(codes)
+        queues = np.bincount(codes[queued], weights=waiting[queued], minlength=instances.size)
+        reported = np.bincount(codes[queued], minlength=instances.size)
+        return sorted((list(self.model_sets[code]), int(instances[code]),
+                       float(queues[code]) if reported[code] else None) for code in np.flatnonzero(instances))
 
 
-def _sum(values):
-    return float(values.sum()) if values.size else None
-
-
-def _avg(values):
-    return float(values.mean()) if values.size else None
-
-
-def _min(values):
-    return float(values.min()) if values.size else None
-
-
-def _max(values):
-    return float(values.max()) if values.size else None
-
-
-# (alias, aggregate, column) over the reporting instances' non-null values; the aliases are
+# (alias, reduction, column) over the reporting instances' non-null values; the aliases are
 # ``build_pool_resource``'s keys.
 AGGREGATES = (
-    ("cpu_avg", _avg, "cpu_util"), ("cpu_max", _max, "cpu_util"),
-    ("memory_used_mb", _sum, "memory_used_mb"), ("memory_total_mb", _sum, "memory_total_mb"),
-    ("memory_free_ratio_min", _min, "memory_free_ratio"),
-    ("gpu_util_avg", _avg, "gpu_util_avg"), ("gpu_util_max", _max, "gpu_util_max"),
-    ("gpu_mem_used_mb", _sum, "gpu_mem_used_mb"), ("gpu_mem_total_mb", _sum, "gpu_mem_total_mb"),
-    ("gpu_count_total", _sum, "gpu_count"),
-    ("network_rx_mbps_total", _sum, "network_rx_mbps"), ("network_tx_mbps_total", _sum, "network_tx_mbps"),
-    ("reported_at_min", _min, "resource_reported_at"), ("reported_at_avg", _avg, "resource_reported_at"),
-    ("reported_at_max", _max, "resource_reported_at"),
-    ("requests_running_total", _sum, "requests_running"), ("requests_waiting_total", _sum, "requests_waiting"),
-    ("kv_cache_usage_avg", _avg, "kv_cache_usage_ratio"), ("kv_cache_usage_max", _max, "kv_cache_usage_ratio"),
-    ("kv_cache_capacity_tokens_total", _sum, "kv_cache_capacity_tokens"),
-    ("ttft_p95_max_s", _max, "ttft_p95_s"),
+    ("cpu_avg", "avg", "cpu_util"), ("cpu_max", "max", "cpu_util"),
+    ("memory_used_mb", "sum", "memory_used_mb"), ("memory_total_mb", "sum", "memory_total_mb"),
+    ("memory_free_ratio_min", "min", "memory_free_ratio"),
+    ("gpu_util_avg", "avg", "gpu_util_avg"), ("gpu_util_max", "max", "gpu_util_max"),
+    ("gpu_mem_used_mb", "sum", "gpu_mem_used_mb"), ("gpu_mem_total_mb", "sum", "gpu_mem_total_mb"),
+    ("gpu_count_total", "sum", "gpu_count"),
+    ("network_rx_mbps_total", "sum", "network_rx_mbps"), ("network_tx_mbps_total", "sum", "network_tx_mbps"),
+    ("reported_at_min", "min", "resource_reported_at"), ("reported_at_avg", "avg", "resource_reported_at"),
+    ("reported_at_max", "max", "resource_reported_at"),
+    ("requests_running_total", "sum", "requests_running"), ("requests_waiting_total", "sum", "requests_waiting"),
+    ("kv_cache_usage_avg", "avg", "kv_cache_usage_ratio"), ("kv_cache_usage_max", "max", "kv_cache_usage_ratio"),
+    ("kv_cache_capacity_tokens_total", "sum", "kv_cache_capacity_tokens"),
+    ("ttft_p95_max_s", "max", "ttft_p95_s"),
 )
 
 
-def _saturation(figures, engine_ok, waiting_scale, kv_scale):
+def _saturation(values, present, engine_ok, waiting_scale, kv_scale):
     """The average instance saturation (SPEC 13): min(1, max(waiting / W, kv usage / K)) over the
     instances with an ok engine and either signal."""
-    waiting, usage = figures[COLUMN["requests_waiting"]], figures[COLUMN["kv_cache_usage_ratio"]]
-    signal = engine_ok & ~(np.isnan(waiting) & np.isnan(usage))
+    waiting, usage = COLUMN["requests_waiting"], COLUMN["kv_cache_usage_ratio"]
+    signal = engine_ok & (present[waiting] | present[usage])
     if not signal.any():
         return None
-    pressure = np.maximum(np.nan_to_num(waiting[signal]) / waiting_scale, np.nan_to_num(usage[signal]) / kv_scale)
+    pressure = np.maximum(np.nan_to_num(values[waiting][signal]) / waiting_scale,
+                          np.nan_to_num(values[usage][signal]) / kv_scale)
     return float(np.minimum(1.0, pressure).mean())
 
 
