@@ -17,6 +17,7 @@ from controlplane.figures import MAX_QUANTITY
 from proxy_app.openapi.bodies import InstanceHeartbeat
 from proxy_app.serializers import heartbeat_report
 from tests.factories import make_capabilities
+from tests.strategies import json_values
 
 FINGERPRINT = "sha256:" + "0" * 64
 
@@ -77,11 +78,6 @@ def test_it_answers_every_edge_as_the_declared_serializer_does(body):
     assert hot(body) == declared(body)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
-    max_leaves=8,
-)
 numbers = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.sampled_from([MAX_INFLIGHT, MAX_INFLIGHT + 1, MAX_QUANTITY, 100, 100.0001, -0.0])

@@ -9,15 +9,9 @@ from controlplane.endpoints import managers
 from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance
 from tests.factories import T0
+from tests.strategies import transaction_open
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _transaction_open():
-    raw = connection.connection
-    if connection.vendor == "sqlite":
-        return raw.in_transaction
-    return raw.info.transaction_status != 0  # psycopg's IDLE
 
 
 @pytest.fixture
@@ -27,7 +21,7 @@ def alive(register_instance, frozen):
 
 def test_it_commits_the_heartbeat_before_it_returns(alive):
     assert Instance.objects.heartbeat("i-1", T0 + 1, {"inflight": 3}) == (Heartbeat.OK, None)
-    assert not _transaction_open()
+    assert not transaction_open()
     instance = Instance.objects.get(pk="i-1")
     assert (instance.last_seen_at, instance.inflight) == (T0 + 1, 3)
 
@@ -51,4 +45,4 @@ def test_a_statement_that_fails_raises_djangos_error(alive, monkeypatch):
     monkeypatch.setattr(managers, "touch_alive_sql", lambda *names: broken)
     with pytest.raises(DatabaseError):
         Instance.objects.touch_alive("i-1", T0 + 1)
-    assert not _transaction_open()
+    assert not transaction_open()

@@ -8,16 +8,9 @@ from proxy_app import ingest_sql
 from proxy_app.ingest import IngestResult, ingest_snapshot
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from tests.factories import T0, make_snapshot
+from tests.strategies import transaction_open
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _transaction_open():
-    """Whether the driver's connection is inside a transaction (an uncommitted report)."""
-    raw = connection.connection
-    if connection.vendor == "sqlite":
-        return raw.in_transaction
-    return raw.info.transaction_status != 0  # psycopg's IDLE
 
 
 @pytest.fixture
@@ -29,7 +22,7 @@ def alive(register_instance, frozen):
 def test_it_commits_the_report_before_it_returns(alive):
     assert ingest_snapshot("i-1", make_snapshot(cpu=42.0), {"report_seq": 1}, T0 + 1) is IngestResult.STORED
     assert not connection.in_atomic_block
-    assert not _transaction_open()
+    assert not transaction_open()
     assert Instance.objects.get(pk="i-1").last_seen_at == T0 + 1
     assert InstanceResource.objects.get(pk="i-1").cpu_util == 42.0
     assert InstanceSnapshot.objects.get(pk="i-1").raw_resource["devices"]["cpu"]["utilization_pct"] == 42.0
@@ -70,5 +63,5 @@ def test_what_watches_statements_sees_each_of_the_report(alive):
     assert seen == statements
     assert [query["sql"].split()[0].upper() for query in logged.captured_queries] == (
         [*statements, "COMMIT"] if sqlite else statements)
-    assert not _transaction_open()
+    assert not transaction_open()
     assert InstanceResource.objects.get(pk="i-1").cpu_util == 42.0

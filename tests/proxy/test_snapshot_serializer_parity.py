@@ -16,6 +16,7 @@ from controlplane.api.errors import flatten_detail
 from proxy_app.openapi.bodies import Snapshot
 from proxy_app.serializers import snapshot_report
 from tests.factories import make_snapshot
+from tests.strategies import json_values
 
 
 def hot(body):
@@ -65,11 +66,6 @@ def test_it_answers_every_edge_as_the_declared_serializer_does(body):
     assert hot(body) == declared(body)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
-    max_leaves=8,
-)
 ids = st.none() | st.integers() | st.text(max_size=300) | st.sampled_from(["i-1", " i-1 ", "", "  ", "i" * 256])
 bodies = st.fixed_dictionaries({}, optional={"instance_id": ids, "snapshot": json_values, "metadata": json_values})
 
