@@ -107,7 +107,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.in_atomic_block or not self.get_autocommit():
             yield functools.partial(_run, self)
             return
-        if self.execute_wrappers or self.queries_logged:
+        if self._watched():
             self.ensure_connection()
             self._start_transaction_under_autocommit()
             run = functools.partial(_run, self)
@@ -128,19 +128,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """One statement in autocommit, its own transaction, answering its row count: ``write_transaction``'s
         ``run`` without ``BEGIN`` and ``COMMIT`` (a heartbeat's contact UPDATE). Straight to the driver when
         nothing watches and no transaction is open, as there; else through Django's cursor."""
-        if self.in_atomic_block or not self.get_autocommit() or self.execute_wrappers or self.queries_logged:
+        if self.in_atomic_block or not self.get_autocommit() or self._watched():
             return _run(self, sql, params)
+        self._ready_unwatched()
+        return self._run_unwatched(sql, params)
+
+    def _watched(self):
+        """Whether something sees each statement: an ``execute_wrapper`` or the query log."""
+        return bool(self.execute_wrappers) or self.queries_logged
+
+    def _ready_unwatched(self):
+        """What ``cursor()`` checks before a statement: the health check, the connection, the thread."""
         self.close_if_health_check_failed()
         self.ensure_connection()
         self.validate_thread_sharing()
-        return self._run_unwatched(sql, params)
 
     def _begin_unwatched(self):
         """``_start_transaction_under_autocommit`` straight on the driver's connection: what ``cursor()``
-        checks first (the health check, the connection, the thread), the writer queue, then ``BEGIN``."""
-        self.close_if_health_check_failed()
-        self.ensure_connection()
-        self.validate_thread_sharing()
+        checks first, the writer queue, then ``BEGIN``."""
+        self._ready_unwatched()
         lock = self._write_lock()
         if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)
