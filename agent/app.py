@@ -20,12 +20,12 @@ import time
 
 from agent import AGENT_VERSION
 from agent.config import Settings
-from agent.engines import EngineScrapers
-from agent.gpu import GpuMonitor
-from agent.gpu_watch import GpuSampler
+from agent.engines.scraper import EngineScrapers
+from agent.gpu.monitor import GpuMonitor
+from agent.gpu.watch import GpuSampler
 from agent.sampler import HostSampler, monotonic_ms
-from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
 from agent.server import AgentServer
+from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
 
 log = logging.getLogger("agent")
 

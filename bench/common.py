@@ -307,7 +307,7 @@ import django
 django.setup()
 from controlplane.endpoints.admission import Admission
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
-from proxy_app.normalise import normalise_snapshot
+from proxy_app.ingest.normalise import normalise_snapshot
 from bench.common import realistic_snapshot
 count, gpus = int(sys.argv[1]), int(sys.argv[2])
 now = time.time()

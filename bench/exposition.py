@@ -5,7 +5,7 @@ the SGLang fixtures) this measures, in one process and taking turns:
 
 - ``prometheus_client.parser.text_string_to_metric_families`` over the
   whole text (what reading it with the kept parser costs);
-- ``agent.exposition.parse_samples`` limited to SPEC 13's families;
+- ``agent.engines.exposition.parse_samples`` limited to SPEC 13's families;
 - the agent's whole per-scrape work on the text: parse, one reading per
   engine, the windowed figures (``EngineTracker.observe``).
 
@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from agent.engine_figures import EngineTracker  # noqa: E402
-from agent.engine_reading import SGLANG, VLLM  # noqa: E402
-from agent.exposition import parse_samples  # noqa: E402
+from agent.engines.exposition import parse_samples  # noqa: E402
+from agent.engines.figures import EngineTracker  # noqa: E402
+from agent.engines.reading import SGLANG, VLLM  # noqa: E402
 
 CAPTURES = ROOT / "tests" / "agent" / "data" / "engines"
 FILES = [("vllm-0.32.0-cpu-busy.prom", VLLM), ("vllm-0.32.0-cpu-idle.prom", VLLM),

@@ -1,6 +1,6 @@
 """Does the agent read a real NVIDIA GPU right? Run on a GPU host; compares with ``nvidia-smi``.
 
-The unit tests drive ``agent/gpu.py`` through a fake NVML module; this
+The unit tests drive ``agent/gpu/monitor.py`` through a fake NVML module; this
 script is the check that the real path agrees with the device. It needs
 only what the agent needs (psutil, requests, nvidia-ml-py) and
 ``nvidia-smi``; with PyTorch installed it also loads the GPUs for the middle
@@ -49,7 +49,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.gpu import HARDWARE_EVENT_FIELDS, decode_throttle_reasons  # noqa: E402
+from agent.gpu.monitor import HARDWARE_EVENT_FIELDS, decode_throttle_reasons  # noqa: E402
 
 GPU_FIELDS = (
     "index", "uuid", "name", "utilization_pct", "utilization_pct_current", "utilization_pct_avg",

@@ -29,7 +29,7 @@ import sys, time
 import django
 django.setup()
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
-from proxy_app.normalise import normalise_snapshot
+from proxy_app.ingest.normalise import normalise_snapshot
 from bench.common import realistic_engine, realistic_snapshot
 count = int(sys.argv[1])
 now = time.time()

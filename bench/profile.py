@@ -98,9 +98,9 @@ def request_floor(args, wsgi):
 
     from controlplane import clock
     from controlplane.api.auth import verify_token
-    from proxy_app.ingest import ingest_snapshot
+    from proxy_app.ingest.normalise import normalise_snapshot
+    from proxy_app.ingest.store import ingest_snapshot
     from proxy_app.models import Instance
-    from proxy_app.normalise import normalise_snapshot
 
     template = snapshot_body_template(args.gpus)
 
@@ -219,8 +219,8 @@ def pool_summary(args, wsgi):
 
     from controlplane import clock
     from proxy_app.models import Instance
-    from proxy_app.pool import pool_resource
-    from proxy_app.pool_board import LEDGER
+    from proxy_app.pool.columns import LEDGER
+    from proxy_app.pool.summary import pool_resource
 
     # The pool as seeded, moved to now: the parts above took longer than the TTL.
     now = clock.now()
@@ -245,7 +245,7 @@ def full_list(args, wsgi):
 
     from controlplane import clock
     from controlplane.series.queries import raw_rows
-    from proxy_app.listing import COLUMNS, _with_text_columns, instance_list_json, instance_rows
+    from proxy_app.api.listing import COLUMNS, _with_text_columns, instance_list_json, instance_rows
     from proxy_app.models import Instance
 
     now = clock.now()

@@ -35,7 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
-    PYTHON, Deployment, Recorder, WebServer, register_instances, snapshot_body_template, wrk,
+    PYTHON,
+    Deployment,
+    Recorder,
+    WebServer,
+    register_instances,
+    snapshot_body_template,
+    wrk,
 )
 from tests.live import Nginx  # noqa: E402
 

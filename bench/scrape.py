@@ -25,8 +25,8 @@ import statistics, sys, time
 import django
 django.setup()
 from prometheus_client import CollectorRegistry, generate_latest
-from proxy_app.history import record_pool
-from proxy_app.metrics import ProxyCollector
+from proxy_app.ops.history import record_pool
+from proxy_app.ops.metrics import ProxyCollector
 from proxy_app.models import Instance
 
 rounds = int(sys.argv[1])

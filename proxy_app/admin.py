@@ -5,7 +5,6 @@ from controlplane.clock import ago, date_and_age
 from controlplane.endpoints.admin import ReadOnlyAdminMixin, RegisteredEndpointAdmin, StatusChangeAdmin, pretty_json
 from controlplane.figures import MISSING, percent_text
 from controlplane.series.admin import MinuteRollupAdmin, SeriesPointAdmin
-from proxy_app.fences import fence_of
 from proxy_app.models import (
     Instance,
     InstanceMinute,
@@ -15,6 +14,7 @@ from proxy_app.models import (
     PoolResource,
     PoolResourceMinute,
 )
+from proxy_app.placement.fence_store import fence_of
 
 
 @admin.register(Instance)

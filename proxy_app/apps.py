@@ -14,16 +14,16 @@ class ProxyAppConfig(RoleConfig):
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
-    metrics_collector = "proxy_app.metrics.ProxyCollector"
-    readiness_checks = "proxy_app.readiness.checks"
+    metrics_collector = "proxy_app.ops.metrics.ProxyCollector"
+    readiness_checks = "proxy_app.ops.readiness.checks"
     periodic_tasks = schedule_of("proxy_app.tasks", sweep_instances=1, delete_expired_instances=10,
                                  rollup_instance_history=1, prune_instance_history=1)
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""
         from agent.launch import DEFAULT_LISTEN
-        from proxy_app.local_agent import agent_argv, agent_env
-        from proxy_app.pool import default_scheduler_url
+        from proxy_app.ops.local_agent import agent_argv, agent_env
+        from proxy_app.pool.summary import default_scheduler_url
 
         # The series writer: a second is finer than django-q2 schedules go.
         processes = [ProcessSpec("recorder", [*up.manage, "run_recorder"])]

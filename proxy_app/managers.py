@@ -1,7 +1,7 @@
 """Domain operations on one model each: registering instances, the link's record.
 
 Operations that span the pool's models live in their own modules: snapshot
-ingest in ``proxy_app.ingest``, the pool's aggregates in ``proxy_app.pool``.
+ingest in ``proxy_app.ingest.store``, the pool's aggregates in ``proxy_app.pool.summary``.
 """
 
 import enum

@@ -32,7 +32,7 @@ class Instance(RegisteredEndpoint):
     # The canonical form of the typed capabilities (SPEC 3.2) and its fingerprint.
     capabilities = models.JSONField(null=True, blank=True)
     capability_fingerprint = models.CharField(max_length=71, null=True, blank=True)
-    # Fencing (SPEC 14.2, ``proxy_app.fencing``): kept out of placement until it recovers.
+    # Fencing (SPEC 14.2, ``proxy_app.placement.fencing``): kept out of placement until it recovers.
     fenced = models.BooleanField(default=False)
     fence_reason = models.CharField(max_length=64, null=True, blank=True)
     fence_errors = models.IntegerField(default=0, help_text="Consecutive non-ok router outcomes.")
@@ -115,7 +115,7 @@ class InstanceResource(models.Model):
     gpu_sample_coverage = models.CharField(max_length=16, null=True, blank=True)
     network_rx_mbps = models.FloatField(null=True, blank=True)
     network_tx_mbps = models.FloatField(null=True, blank=True)
-    # The serving engines of the host (SPEC 13, ``proxy_app.engines``): queue and
+    # The serving engines of the host (SPEC 13, ``proxy_app.ingest.engines``): queue and
     # KV figures sum or take the maximum over the ``ok`` engines only.
     engine_count = models.IntegerField(null=True, blank=True)
     engine_ok_count = models.IntegerField(null=True, blank=True)

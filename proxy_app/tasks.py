@@ -3,8 +3,8 @@
 from django.conf import settings
 
 from controlplane import clock
-from proxy_app.history import INSTANCES, POOL
 from proxy_app.models import Instance, InstanceStatusChange
+from proxy_app.ops.history import INSTANCES, POOL
 
 
 def sweep_instances():

@@ -1,10 +1,13 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from proxy_app import agent_pages, placement_pages
-from proxy_app.pages import POOL_PAGES
-from proxy_app.placement_api import FeedbackView, InstancePlacementView, PlacementEndpointView
-from proxy_app.views import HeartbeatView, InstanceViewSet, PoolDebugViewSet, SnapshotView, UnregisterView
+from proxy_app.api.debug import PoolDebugViewSet
+from proxy_app.api.instances import InstanceViewSet
+from proxy_app.api.placement import FeedbackView, InstancePlacementView, PlacementEndpointView
+from proxy_app.api.reports import HeartbeatView, SnapshotView, UnregisterView
+from proxy_app.pages import agent as agent_pages
+from proxy_app.pages import placement_panel
+from proxy_app.pages.dashboards import POOL_PAGES
 
 router = SimpleRouter(trailing_slash=False)
 router.register("v1/instance", InstanceViewSet, basename="instance")
@@ -21,7 +24,7 @@ urlpatterns = [
     *router.urls,
     # The dashboards (SPEC 8): pages, and the fragments and chart data they poll.
     *POOL_PAGES.urls(),
-    path("pool/placement", placement_pages.placement_fragment, name="pool-placement"),
+    path("pool/placement", placement_panel.placement_fragment, name="pool-placement"),
     path("agent/", agent_pages.agent_page, name="local-agent"),
     path("agent/status", agent_pages.agent_status, name="local-agent-status"),
     path("agent/start", agent_pages.agent_start, name="local-agent-start"),

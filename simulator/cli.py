@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from simulator.config import RunConfig
 from simulator import routing
+from simulator.config import RunConfig
 from simulator.display import ProgressView, routing_table, summary_table
 from simulator.model import FleetProfile
 from simulator.processes import run_fleet

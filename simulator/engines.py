@@ -41,8 +41,8 @@ from collections import deque
 from itertools import accumulate
 from random import Random
 
-from agent.engine_figures import HTTP_ERROR, TIMEOUT, UNREACHABLE, EngineTracker
-from agent.engine_reading import VLLM, EngineReading
+from agent.engines.figures import HTTP_ERROR, TIMEOUT, UNREACHABLE, EngineTracker
+from agent.engines.reading import VLLM, EngineReading
 
 ENGINE_URL = "http://127.0.0.1:8000"
 DATA_PARALLEL_SHARE = 0.25  # of the hosts with 4 GPUs or more: two engines of half the GPUs each

@@ -1,5 +1,5 @@
 """Synthetic GPUs: one board's utilisation window, temperature, memory, power and faults
-(pure, no network, no clock), as ``agent.gpu`` reports a real one.
+(pure, no network, no clock), as ``agent.gpu.monitor`` reports a real one.
 
 A fault is a two-state chain per GPU (healthy, ill with one of ``GpuFault``,
 among them SPEC 13's hardware events: a critical XID, a row-remap failure,
@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from random import Random
 
-from agent.gpu import HEALTH_OK, READING_FIELDS, gpu_health
-from agent.gpu_health import NVML_SLOW
+from agent.gpu.health import NVML_SLOW
+from agent.gpu.monitor import HEALTH_OK, READING_FIELDS, gpu_health
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class SimulatedGpu:
         return False
 
     def row(self, rng: Random, load, window_ms, interval_ms, snapshot_ms):
-        """This GPU's ``devices.gpu`` entry, field for field as ``agent.gpu`` writes it."""
+        """This GPU's ``devices.gpu`` entry, field for field as ``agent.gpu.monitor`` writes it."""
         # This runs for every GPU of every report: uniform noise from
         # random() (a tenth of gauss()'s cost) and builtins over the window.
         kind, fault = self.kind, self.fault

@@ -18,7 +18,7 @@ Each report slot the driver asks ``next_round()`` what the host does:
 
 GPUs fall ill and recover as a two-state chain per GPU whose long-run share
 of unhealthy GPUs is ``FleetProfile.unhealthy_gpu_share``. The health verdict
-and the admission state are the agent's own functions (``agent.gpu.gpu_health``,
+and the admission state are the agent's own functions (``agent.gpu.monitor.gpu_health``,
 ``agent.capacity.capacity_hint``), so they follow SPEC 2.2 exactly as a
 real host's would.
 """

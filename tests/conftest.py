@@ -99,13 +99,12 @@ def fresh_process_state(settings):
     and the fence sweep's place."""
     from django.core.cache import caches
 
-    from proxy_app import fences
-    from proxy_app.placement_board import BOARD
-    from proxy_app.pool_board import LEDGER
-    from scheduler_app.placement_api import BOARD as POOL_BOARD
-
     from controlplane.api import ratelimit
     from controlplane.api.auth import TOKEN_CACHE
+    from proxy_app.placement import fence_store
+    from proxy_app.placement.candidates import BOARD
+    from proxy_app.pool.columns import LEDGER
+    from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     settings.CACHES = {**settings.CACHES, "ratelimit": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fleetwatch-tests"}}
@@ -116,7 +115,7 @@ def fresh_process_state(settings):
     BOARD.reset()
     POOL_BOARD.reset()
     LEDGER.reset()
-    fences.forget_sweeps()
+    fence_store.forget_sweeps()
     yield
 
 

@@ -2,7 +2,7 @@
 Proxy's pool summary (SPEC 5) share.
 
 A placement answer must not walk the registry, so each web process keeps
-one board (a columnar set of candidates, ``proxy_app.placement.Board`` or
+one board (a columnar set of candidates, ``proxy_app.placement.decision.Board`` or
 ``scheduler_app.placement.PoolBoard``) and refreshes it at most every
 ``FLEETWATCH_PLACEMENT_REFRESH_S`` (0.25 s): it reads only the entries whose
 row changed since its last read (``changed_q``, with an overlap of
@@ -13,7 +13,7 @@ everything on every request.
 
 An answer therefore reflects reports at most the refresh interval plus a
 query's time older than the newest it could have seen. A board that is not
-``throttled`` (the pool summary's, ``proxy_app.pool_board``) reads the
+``throttled`` (the pool summary's, ``proxy_app.pool.columns``) reads the
 changed rows on every request instead, so it shows every report committed
 before the request.
 """

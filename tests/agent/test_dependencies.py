@@ -13,11 +13,11 @@ ALLOWED = {"agent", "psutil", "pynvml", "requests", "urllib3", "charset_normaliz
 PROBE = """
 import json, sys
 before = set(sys.modules)
-import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu, agent.sampler, agent.snapshot
-import agent.engines, agent.engine_figures, agent.engine_reading, agent.exposition
-import agent.gpu_events, agent.gpu_health, agent.gpu_watch
+import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu.monitor, agent.sampler, agent.snapshot
+import agent.engines.scraper, agent.engines.figures, agent.engines.reading, agent.engines.exposition
+import agent.gpu.xid_events, agent.gpu.health, agent.gpu.watch
 import agent.capabilities, agent.launch
-agent.gpu.GpuMonitor().open()  # loads pynvml the way the agent does
+agent.gpu.monitor.GpuMonitor().open()  # loads pynvml the way the agent does
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
 """
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.engine_figures import EngineTracker, histogram_quantile
+from agent.engines.figures import EngineTracker, histogram_quantile
 
 ENGINES = Path(__file__).parent / "data" / "engines"
 BUSY = (ENGINES / "vllm-0.32.0-cpu-busy.prom").read_text()

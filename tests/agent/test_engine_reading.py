@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from agent.engine_reading import SGLANG, VLLM, read_engines
-from agent.exposition import parse_samples
+from agent.engines.exposition import parse_samples
+from agent.engines.reading import SGLANG, VLLM, read_engines
 
 ENGINES = Path(__file__).parent / "data" / "engines"
 BUSY = (ENGINES / "vllm-0.32.0-cpu-busy.prom").read_text()

@@ -10,9 +10,9 @@ import pytest
 
 from agent.app import Agent
 from agent.config import Settings
-from agent.engine_http import MetricsFetcher
-from agent.engines import EngineScraper, EngineScrapers
-from agent.gpu import GpuMonitor
+from agent.engines.http import MetricsFetcher
+from agent.engines.scraper import EngineScraper, EngineScrapers
+from agent.gpu.monitor import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
 from tests.agent.conftest import ENGINE_CAPTURES, FakeEngine

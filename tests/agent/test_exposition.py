@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.engine_reading import SGLANG, VLLM
-from agent.exposition import ExpositionError, metric_prefix, parse_samples
+from agent.engines.exposition import ExpositionError, metric_prefix, parse_samples
+from agent.engines.reading import SGLANG, VLLM
 
 ENGINES = Path(__file__).parent / "data" / "engines"
 CAPTURES = [("vllm-0.32.0-cpu-busy.prom", VLLM), ("vllm-0.32.0-cpu-idle.prom", VLLM),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.gpu import GpuMonitor
+from agent.gpu.monitor import GpuMonitor
 from bench import gpu_check
 from tests.agent.conftest import FakeClock
 from tests.agent.fake_pynvml import FakeGpu, FakeNvml, volta_gpu

@@ -6,10 +6,10 @@ import time
 import pynvml
 import pytest
 
-from agent import gpu_health
-from agent.gpu import GpuMonitor
-from agent.gpu_events import XID_CRITICAL_ERROR, XidEvents
-from agent.gpu_watch import GpuSampler
+from agent.gpu import health as gpu_health
+from agent.gpu.monitor import GpuMonitor
+from agent.gpu.watch import GpuSampler
+from agent.gpu.xid_events import XID_CRITICAL_ERROR, XidEvents
 from tests.agent.fake_pynvml import FakeGpu, FakeNvml, volta_gpu
 
 WAIT_S = 10  # bound on waiting for another thread; nothing asserts a wall time

@@ -7,7 +7,7 @@ import pynvml
 
 from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds
-from agent.gpu import GpuMonitor
+from agent.gpu.monitor import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
 from tests.agent.fake_pynvml import GIB, FakeNvml

@@ -10,7 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.routers import SimpleRouter
 
 from controlplane.api.viewsets import ControlPlaneViewSet
-from proxy_app.views import HeartbeatView, SnapshotView
+from proxy_app.api.reports import HeartbeatView, SnapshotView
 
 
 class SnapshotOnDrf(ControlPlaneViewSet):

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
-from proxy_app.history import record
+from proxy_app.ops.history import record
 from tests.factories import T0_MS, make_capabilities, make_engine, make_gpu, make_pool_resource, make_snapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]

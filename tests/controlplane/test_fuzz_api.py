@@ -35,10 +35,10 @@ from schemathesis.specs.openapi.checks import (
 
 from controlplane import clock
 from controlplane.wsgi import application
-from proxy_app import history as pool_history
-from proxy_app import pool
+from proxy_app.api.openapi import EXAMPLE_INSTANCE
 from proxy_app.models import SchedulerLinkState
-from proxy_app.openapi import EXAMPLE_INSTANCE
+from proxy_app.ops import history as pool_history
+from proxy_app.pool.summary import proxy_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.openapi import EXAMPLE_PROXY
 from tests.factories import make_capabilities, make_gpu, make_pool_resource, make_snapshot
@@ -121,7 +121,7 @@ def fleet(api, frozen):
     # The recorder's and the link's latest traces, as a running `up` leaves them: /readyz answers 200
     # (its 503 is a server's state, which the not_a_server_error check would count as a failure).
     pool_history.record()
-    SchedulerLinkState.objects.record(pool.proxy_id(), {"scheduler_url": "http://localhost", "registered": True,
+    SchedulerLinkState.objects.record(proxy_id(), {"scheduler_url": "http://localhost", "registered": True,
                                                         "last_attempt_at": clock.now(), "last_ok_at": clock.now()})
 
 

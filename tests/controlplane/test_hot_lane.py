@@ -194,12 +194,12 @@ def test_an_answer_before_the_url_is_resolved_is_counted_unmatched(registered, t
 
 
 def test_an_unexpected_error_is_the_same_500_logged_once(registered, tokens, caplog, monkeypatch):
-    from proxy_app import views
+    from proxy_app.api import reports
 
     def broken(*args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(views, "ingest_snapshot", broken)
+    monkeypatch.setattr(reports, "ingest_snapshot", broken)
     with caplog.at_level(logging.ERROR, logger="django.request"):
         django, lane, answered = both("post", SNAPSHOT, raw(VALID), "application/json",
                                       authorization(tokens, "instance"))

@@ -23,6 +23,22 @@ ROOMS = (
     ("wiring", ("controlplane.settings", "controlplane.urls", "controlplane.wsgi", "controlplane.models",
                 "controlplane.admin", "controlplane.apps", "controlplane.management", "controlplane.sqlite_backend")),
 )
+# The rooms of proxy_app/, lowest first: what a pool stores and how its reports come in, the pool as a whole,
+# where a request goes, the processes that run beside the web tier, then the two faces (the API, the pages),
+# and Django's own files on top (the admin, the app's config, URLs, tasks, commands).
+PROXY_ROOMS = (
+    ("data", ("proxy_app.models", "proxy_app.managers")),
+    ("ingest", ("proxy_app.ingest",)),
+    ("pool", ("proxy_app.pool",)),
+    ("placement", ("proxy_app.placement",)),
+    ("ops", ("proxy_app.ops",)),
+    ("api", ("proxy_app.api",)),
+    ("pages", ("proxy_app.pages",)),
+    ("wiring", ("proxy_app.admin", "proxy_app.apps", "proxy_app.urls", "proxy_app.tasks", "proxy_app.management")),
+)
+# Pure decisions: plain values in, plain answers out, no framework and no database.
+PURE = ("proxy_app.placement.decision", "proxy_app.placement.fencing", "proxy_app.pool.aggregation",
+        "proxy_app.ingest.normalise", "proxy_app.ingest.engines", "proxy_app.ingest.lenient")
 DJANGO = ("django", "rest_framework", "drf_spectacular", "django_htmx", "django_q")
 
 
@@ -53,8 +69,8 @@ def project_graph():
             for name, path in modules.items()}
 
 
-def room_of(module):
-    for floor, (room, prefixes) in enumerate(ROOMS):
+def room_of(module, rooms=ROOMS):
+    for floor, (room, prefixes) in enumerate(rooms):
         if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
             return floor, room
     return None
@@ -70,6 +86,28 @@ def test_it_never_imports_a_higher_room_from_a_lower_one():
                     for target in targets if target.startswith("controlplane.")
                     and room_of(target)[0] > room_of(name)[0])
     assert upward == []
+
+
+def test_it_puts_every_module_of_the_proxy_in_a_room():
+    homeless = sorted(name for name in project_graph()
+                      if name.startswith("proxy_app.") and room_of(name, PROXY_ROOMS) is None)
+    assert homeless == []
+
+
+def test_it_never_imports_a_higher_room_of_the_proxy_from_a_lower_one():
+    upward = sorted((name, target) for name, targets in project_graph().items() if name.startswith("proxy_app.")
+                    for target in targets if target.startswith("proxy_app.")
+                    and room_of(target, PROXY_ROOMS)[0] > room_of(name, PROXY_ROOMS)[0])
+    assert upward == []
+
+
+def test_it_keeps_the_decisions_free_of_django_and_of_the_database():
+    graph = project_graph()
+    for name in PURE:
+        path = ROOT / (name.replace(".", "/") + ".py")
+        framework = imports_of(path, packages=DJANGO)
+        assert framework == set(), (name, sorted(framework))
+        assert not any(target.endswith(("models", "managers")) for target in graph[name]), (name, graph[name])
 
 
 def test_it_keeps_the_shared_base_free_of_the_apps():

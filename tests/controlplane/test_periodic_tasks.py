@@ -126,7 +126,7 @@ def test_it_folds_minutes_with_rollup_pool_history(api, frozen):
 
 
 def test_it_folds_minutes_with_rollup_instance_history(frozen):
-    from proxy_app.history import record
+    from proxy_app.ops.history import record
 
     register_instance()
     record()

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from proxy_app import pool
 from proxy_app.models import PoolResource, SchedulerLinkState
+from proxy_app.pool.summary import proxy_id
 from tests.factories import T0
 from tests.migration_graph import newest_and_parent
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def at_work(now, *, link_attempt_age_s=1.0, failures=0):
     """What a running recorder and link leave behind, as of ``now``."""
     PoolResource.objects.create(t=now - 1, summary={})
-    SchedulerLinkState.objects.create(proxy_id=pool.proxy_id(), scheduler_url="http://127.0.0.1:8000",
+    SchedulerLinkState.objects.create(proxy_id=proxy_id(), scheduler_url="http://127.0.0.1:8000",
                                       registered=failures == 0, heartbeat_interval_s=5.0,
                                       last_attempt_at=now - link_attempt_age_s, consecutive_failures=failures,
                                       last_error="connection refused" if failures else "")

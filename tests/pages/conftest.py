@@ -12,7 +12,12 @@ from html import unescape
 import pytest
 
 from tests.proxy.conftest import (  # noqa: F401
-    cpu_host, gpu_host, instance_heartbeat, listed_instances, register_instance, report,
+    cpu_host,
+    gpu_host,
+    instance_heartbeat,
+    listed_instances,
+    register_instance,
+    report,
 )
 from tests.scheduler.conftest import proxy_heartbeat, register_proxy  # noqa: F401
 

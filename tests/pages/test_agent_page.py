@@ -7,8 +7,8 @@ import psutil
 import pytest
 from django.test import Client
 
-from proxy_app import agent_pages
-from proxy_app.local_agent import AgentControlError, LocalAgent
+from proxy_app.ops.local_agent import AgentControlError, LocalAgent
+from proxy_app.pages import agent as agent_pages
 from tests.live import AgentProcess, free_port
 from tests.pages.conftest import one, text_of
 

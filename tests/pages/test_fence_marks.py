@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from proxy_app import history
-from proxy_app.fences import effective_fence_q
 from proxy_app.models import Instance
+from proxy_app.ops import history
+from proxy_app.placement.fence_store import effective_fence_q
 from tests.factories import T0_MS, make_engine, make_failed_engine, make_gpu, make_snapshot
 from tests.pages.conftest import by_testid, one, text_of
 

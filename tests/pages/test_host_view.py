@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.host_view import host_view
+from proxy_app.pages.host_view import host_view
 from tests.factories import make_gpu, make_snapshot
 
 

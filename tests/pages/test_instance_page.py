@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from proxy_app.history import record_instances
+from proxy_app.ops.history import record_instances
 from tests.factories import T0, make_capabilities, make_gpu, make_snapshot
 from tests.pages.conftest import by_testid, one, text_of
 

@@ -1,4 +1,4 @@
-"""Local agent control (proxy_app/local_agent.py) against real processes: the desktop app's semantics.
+"""Local agent control (proxy_app/ops/local_agent.py) against real processes: the desktop app's semantics.
 
 It starts an agent and records it; any other worker (another LocalAgent on
 the same directory) sees and stops it; it refuses a taken port or a second
@@ -17,8 +17,8 @@ import textwrap
 import psutil
 import pytest
 
-from proxy_app import local_agent
-from proxy_app.local_agent import AgentControlError, LocalAgent, parse_listen
+from proxy_app.ops import local_agent
+from proxy_app.ops.local_agent import AgentControlError, LocalAgent, parse_listen
 from tests.live import AgentProcess, free_port
 
 pytestmark = pytest.mark.live

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from proxy_app.placement_board import BOARD
+from proxy_app.placement.candidates import BOARD
 from tests.factories import T0_MS, make_engine, make_snapshot
 from tests.pages.conftest import by_testid, one, text_of
 

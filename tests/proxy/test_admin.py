@@ -128,7 +128,7 @@ def test_its_resource_page_shows_agent_times_as_dates(admin_client, pool):
 @pytest.fixture
 def series(pool, frozen):
     """Two recorder ticks a minute apart, folded."""
-    from proxy_app.history import INSTANCES, POOL, record
+    from proxy_app.ops.history import INSTANCES, POOL, record
 
     record()
     frozen.shift(90)

@@ -7,7 +7,7 @@ returns, written out by hand.
 import pytest
 
 from controlplane.figures import ratio
-from proxy_app.aggregation import build_pool_resource, quality
+from proxy_app.pool.aggregation import build_pool_resource, quality
 
 NOW = 1767225600.0
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.engines import engine_columns, engine_section, model_counts, saturation_of
+from proxy_app.ingest.engines import engine_columns, engine_section, model_counts, saturation_of
 from tests.factories import T0_MS, make_engine, make_failed_engine
 
 TS = T0_MS

@@ -3,7 +3,7 @@ section, and the series; on both databases."""
 
 import pytest
 
-from proxy_app.history import record_instances, record_pool
+from proxy_app.ops.history import record_instances, record_pool
 from tests.factories import T0, make_engine, make_failed_engine, make_snapshot
 
 pytestmark = pytest.mark.django_db

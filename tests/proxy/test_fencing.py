@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.fencing import FencePolicy, FenceState, ReportHealth, on_feedback, on_report, on_tick
+from proxy_app.placement.fencing import FencePolicy, FenceState, ReportHealth, on_feedback, on_report, on_tick
 
 POLICY = FencePolicy(errors=3, recovery_s=10.0)
 CLEAN = ReportHealth(engine_count=1, engine_ok=True, worst_engine_status="ok")

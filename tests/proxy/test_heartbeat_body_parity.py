@@ -14,8 +14,8 @@ from rest_framework import serializers
 from controlplane.api.errors import flatten_detail
 from controlplane.api.fields import MAX_INFLIGHT
 from controlplane.figures import MAX_QUANTITY
-from proxy_app.openapi.bodies import InstanceHeartbeat
-from proxy_app.serializers import heartbeat_report
+from proxy_app.api.openapi.bodies import InstanceHeartbeat
+from proxy_app.api.serializers import heartbeat_report
 from tests.factories import make_capabilities
 from tests.strategies import json_values
 

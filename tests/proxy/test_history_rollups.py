@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from proxy_app.history import INSTANCES
 from proxy_app.models import InstanceMinute, InstanceSample
+from proxy_app.ops.history import INSTANCES
 from tests.factories import T0
 
 pytestmark = pytest.mark.django_db

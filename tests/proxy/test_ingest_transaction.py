@@ -1,11 +1,11 @@
-"""The snapshot's write (``proxy_app.ingest_sql.touch_and_store``) outside any test transaction: committed whole or not at all."""
+"""The snapshot's write (``proxy_app.ingest.sql.touch_and_store``) outside any test transaction: committed whole or not at all."""
 
 import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
-from proxy_app import ingest_sql
-from proxy_app.ingest import IngestResult, ingest_snapshot
+from proxy_app.ingest import sql as ingest_sql
+from proxy_app.ingest.store import IngestResult, ingest_snapshot
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 from tests.factories import T0, make_snapshot
 from tests.strategies import transaction_open

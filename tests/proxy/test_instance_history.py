@@ -5,8 +5,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from controlplane.series.history import as_datetime, typical_step
-from proxy_app.history import INSTANCES, record_instances
 from proxy_app.models import InstanceMinute
+from proxy_app.ops.history import INSTANCES, record_instances
 from tests.factories import T0, make_snapshot
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """GET /v1/instance/list answers byte for byte what it answered before it was made cheaper (issue 23).
 
-``old_rows`` is the list as ``proxy_app/listing.py`` built it up to then,
+``old_rows`` is the list as ``proxy_app/api/listing.py`` built it up to then,
 kept here as the reference: one query through the ORM, one dict per row,
 each value worked out row by row with the domain functions themselves
 (``liveness.status_at``, ``effective_fence``, ``full_view``), the JSON
@@ -18,11 +18,11 @@ import pytest
 from agent.capabilities import full_view
 from controlplane.endpoints import liveness
 from controlplane.series.queries import as_text, raw_rows
-from proxy_app.fences import effective_fence
-from proxy_app import listing
-from proxy_app.listing import instance_rows
+from proxy_app.api import listing
+from proxy_app.api.listing import instance_rows
+from proxy_app.ingest.normalise import RESOURCE_FIELDS
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
-from proxy_app.normalise import RESOURCE_FIELDS
+from proxy_app.placement.fence_store import effective_fence
 from tests.factories import T0, make_capabilities, make_engine, make_failed_engine, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ import requests
 
 from controlplane.api.tokens import ApiToken
 from controlplane.endpoints.liveness import Status
-from proxy_app.link import ProxyLink
 from proxy_app.models import Instance, SchedulerLinkState
+from proxy_app.pool.link import ProxyLink
 from scheduler_app.models import PoolResourceSample, Proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy_app.history import record_pool
+from proxy_app.ops.history import record_pool
 from tests.factories import make_engine, make_failed_engine, make_gpu, make_snapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]

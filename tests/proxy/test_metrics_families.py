@@ -3,8 +3,8 @@ exporter labels it, the GPU and host figures of the snapshot, non-overlapping po
 
 import pytest
 
-from proxy_app import pool
-from proxy_app.history import record_pool
+from proxy_app.ops.history import record_pool
+from proxy_app.pool.summary import proxy_id
 from tests.factories import make_gpu, make_snapshot
 from tests.proxy.test_metrics import scrape, value
 
@@ -30,7 +30,7 @@ def test_every_proxy_family_carries_the_proxy_id(api, host):
     ours = [(name, dict(labels)) for name, labels in samples if name.startswith("fleetwatch_")
             and not name.startswith(("fleetwatch_http", "fleetwatch_build_info"))]
     assert ours
-    assert {name: labels.get("proxy_id") for name, labels in ours if labels.get("proxy_id") != pool.proxy_id()} == {}
+    assert {name: labels.get("proxy_id") for name, labels in ours if labels.get("proxy_id") != proxy_id()} == {}
 
 
 def test_gpu_series_carry_dcgm_exporters_identity_labels_and_every_figure(api, host):
@@ -122,7 +122,7 @@ def test_the_recorder_and_the_link_show_how_long_ago_they_worked(api, frozen):
     from tests.factories import T0
 
     record_pool()
-    SchedulerLinkState.objects.create(proxy_id=pool.proxy_id(), scheduler_url="http://127.0.0.1:8000",
+    SchedulerLinkState.objects.create(proxy_id=proxy_id(), scheduler_url="http://127.0.0.1:8000",
                                       last_attempt_at=T0, last_ok_at=T0 - 30, consecutive_failures=6)
     frozen.shift(4)
     samples = scrape(api)

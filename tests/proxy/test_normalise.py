@@ -5,7 +5,7 @@ A pure function: no database, no clock.
 
 import pytest
 
-from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
+from proxy_app.ingest.normalise import RESOURCE_FIELDS, normalise_snapshot
 from tests.factories import T0, make_gpu, make_snapshot
 
 

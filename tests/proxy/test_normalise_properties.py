@@ -12,8 +12,8 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from proxy_app.ingest.normalise import RESOURCE_FIELDS, normalise_snapshot
 from proxy_app.models import InstanceResource
-from proxy_app.normalise import RESOURCE_FIELDS, normalise_snapshot
 from tests.factories import T0
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True, database=None)

@@ -3,8 +3,8 @@
 import pytest
 
 from controlplane.api.tokens import ApiToken
-from proxy_app import history
 from proxy_app.models import InstanceStatusChange
+from proxy_app.ops import history
 from tests.factories import T0_MS, make_engine, make_failed_engine, make_gpu, make_snapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]

@@ -8,10 +8,10 @@ only what changed, as it does in a server.
 import pytest
 
 from controlplane import clock
-from proxy_app import fences
 from proxy_app.models import Instance
-from proxy_app.placement import Request
-from proxy_app.placement_board import BOARD
+from proxy_app.placement import fence_store
+from proxy_app.placement.candidates import BOARD
+from proxy_app.placement.decision import Request
 from tests.factories import T0_MS, make_engine, make_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -58,9 +58,9 @@ def test_it_drops_an_unregistered_instance_and_sees_a_new_fence(serve, api, froz
         serve(name)
     assert sorted(ranking(clock.now())) == ["a", "b", "c"]
     api.post("/v1/instance/unregister", {"instance_id": "b"})
-    fences.feedback("c", "error", clock.now())
-    fences.feedback("c", "error", clock.now())
-    fences.feedback("c", "error", clock.now())
+    fence_store.feedback("c", "error", clock.now())
+    fence_store.feedback("c", "error", clock.now())
+    fence_store.feedback("c", "error", clock.now())
     frozen.shift(0.3)
     assert ranking(clock.now()) == ["a"]
 

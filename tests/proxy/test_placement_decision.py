@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from proxy_app.placement import Board, Candidate, Policy, Request, Verdict, decide
+from proxy_app.placement.decision import Board, Candidate, Policy, Request, Verdict, decide
 
 NOW = 1_767_225_600.0
 POLICY = Policy(ttl_s=30, heartbeat_interval_s=10, max_age_s=2.0, waiting_scale=5.0, kv_scale=0.8, shed_pressure=2.0)

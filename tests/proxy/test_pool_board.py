@@ -1,4 +1,4 @@
-"""A web process's columns of the pool (``proxy_app.pool_board``) stay equal to the pool itself.
+"""A web process's columns of the pool (``proxy_app.pool.columns``) stay equal to the pool itself.
 
 The other tests read the whole pool on every summary (refresh 0); here the
 columns are kept between reads and brought up to date from the rows whose
@@ -12,7 +12,7 @@ import pytest
 
 from controlplane import clock
 from proxy_app.models import Instance
-from proxy_app.pool_board import FIELDS, LEDGER, PoolColumns, PoolLedger
+from proxy_app.pool.columns import FIELDS, LEDGER, PoolColumns, PoolLedger
 from tests.factories import make_engine, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db

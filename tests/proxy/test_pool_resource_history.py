@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy_app.history import POOL, record_pool
+from proxy_app.ops.history import POOL, record_pool
 from tests.factories import T0, make_snapshot
 
 pytestmark = pytest.mark.django_db

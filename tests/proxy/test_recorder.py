@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from proxy_app.history import latest_pool_resource, record, record_instances, record_pool, run_recorder
 from proxy_app.models import InstanceSample, PoolResource
+from proxy_app.ops.history import latest_pool_resource, record, record_instances, record_pool, run_recorder
 from tests.factories import T0, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -96,7 +96,7 @@ class CountingStop(threading.Event):
 def test_it_records_once_per_interval_at_a_fixed_rate(register_instance, report, frozen, monkeypatch):
     clock = TickingClock()
     ticks = []
-    monkeypatch.setattr("proxy_app.history.record", lambda now=None: ticks.append(clock.now))
+    monkeypatch.setattr("proxy_app.ops.history.record", lambda now=None: ticks.append(clock.now))
     stop = CountingStop(clock, ticks=4)
     run_recorder(stop, interval_s=1.0, monotonic=clock)
     assert ticks == [0.0, 1.0, 2.0, 3.0]
@@ -112,7 +112,7 @@ def test_it_outlives_a_failing_tick(frozen, monkeypatch, caplog):
         if len(calls) == 1:
             raise RuntimeError("database is locked")
 
-    monkeypatch.setattr("proxy_app.history.record", flaky)
+    monkeypatch.setattr("proxy_app.ops.history.record", flaky)
     run_recorder(CountingStop(clock, ticks=3), interval_s=1.0, monotonic=clock)
     assert len(calls) == 3
     assert "a tick failed" in caplog.text

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from rest_framework import serializers
 
 from controlplane.api.errors import flatten_detail
-from proxy_app.openapi.bodies import Snapshot
-from proxy_app.serializers import snapshot_report
+from proxy_app.api.openapi.bodies import Snapshot
+from proxy_app.api.serializers import snapshot_report
 from tests.factories import make_snapshot
 from tests.strategies import json_values
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.gpu import HARDWARE_EVENT_FIELDS, GpuMonitor
+from agent.gpu.monitor import HARDWARE_EVENT_FIELDS, GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
 from tests.agent.conftest import FakeClock, FakeSource

@@ -2,8 +2,8 @@
 
 import pytest
 
-from agent.engines import EngineScrapers
-from agent.gpu import GpuMonitor
+from agent.engines.scraper import EngineScrapers
+from agent.gpu.monitor import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
 from tests.agent.conftest import ENGINE_CAPTURES, FakeClock, FakeEngine, FakeSource

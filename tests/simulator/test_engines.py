@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from agent.engine_figures import FIGURES
+from agent.engines.figures import FIGURES
 from simulator.cli import add_arguments, run_config
 from simulator.engines import ENGINE_URL, SimulatedEngine
 from simulator.model import FleetProfile, SimulatedHost, build_fleet

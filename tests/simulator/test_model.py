@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from agent.capabilities import fingerprint, parse_capabilities
-from proxy_app.normalise import normalise_snapshot
+from proxy_app.ingest.normalise import normalise_snapshot
 from simulator.model import FleetProfile, Round, SimulatedHost, build_fleet, per_round
 from simulator.schedule import first_slot_ms, ramp_rounds, slot_offset_ms
 from tests.factories import T0, T0_MS

@@ -3,8 +3,8 @@ import logging
 from django.core.management.base import BaseCommand
 
 from controlplane.ops.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
-from proxy_app.link import ProxyLink
-from proxy_app.pool import default_scheduler_url
+from proxy_app.pool.link import ProxyLink
+from proxy_app.pool.summary import default_scheduler_url
 
 log = logging.getLogger("fleetwatch.link")
 

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from controlplane.ops.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
-from proxy_app.history import run_recorder
+from proxy_app.ops.history import run_recorder
 
 
 class Command(BaseCommand):

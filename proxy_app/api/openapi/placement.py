@@ -1,0 +1,158 @@
+"""The Proxy's placement, its GET variant for nginx, and feedback (SPEC 14.1, 14.2) as OpenAPI."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
+from rest_framework import serializers
+
+from controlplane.api.placement import DESTINATION_HEADER, MAX_EXCLUDE, MODEL_LENGTH, VERDICT_HEADER
+from controlplane.api.schema.errors import (
+    BAD_REQUEST,
+    DATABASE_UNAVAILABLE,
+    FORBIDDEN,
+    METHOD_NOT_ALLOWED,
+    PAYLOAD_TOO_LARGE,
+    UNAUTHORIZED,
+)
+from controlplane.api.schema.operations import write_operation
+from controlplane.api.schema.placement import answer_fields, placement_operation
+from controlplane.endpoints.models import NAME_LENGTH
+from controlplane.figures import MAX_DB_INT
+from proxy_app.api.openapi.answers import UnknownInstance
+from proxy_app.api.serializers import (
+    ENDPOINT_COUNT,
+    ENDPOINT_HEADERS,
+    MAX_COUNT,
+    SESSION_KEY_LENGTH,
+    FeedbackSerializer,
+    PlacementSerializer,
+)
+
+PLACEMENT = ["placement"]
+
+
+class PlacementCandidate(serializers.Serializer):
+    instance_id = serializers.CharField()
+    host = serializers.CharField()
+    port = serializers.IntegerField()
+    endpoints = serializers.ListField(child=serializers.JSONField())
+    pressure = serializers.FloatField(allow_null=True, help_text="max(waiting ÷ W, KV usage ÷ K), or GPU "
+                                                                 "utilisation ÷ 100 without an engine; null: none known.")
+    requests_waiting = serializers.IntegerField(allow_null=True)
+    requests_running = serializers.IntegerField(allow_null=True)
+    kv_cache_usage_ratio = serializers.FloatField(allow_null=True)
+    signal_age_s = serializers.FloatField(allow_null=True, help_text="Age of the latest snapshot.")
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+InstancePlacement = type("InstancePlacement", (serializers.Serializer,), {
+    "__doc__": "Where a request should go in this pool (SPEC 14.1).",
+    **answer_fields(PlacementCandidate, "At most `count`; none when shedding or unavailable."),
+})
+
+
+class FeedbackTaken(serializers.Serializer):
+    ok = serializers.BooleanField(help_text="true: the outcome was counted.")
+    fenced = serializers.BooleanField(help_text="Whether the instance is fenced now.")
+
+
+FEEDBACK_ANSWER = PolymorphicProxySerializer(
+    component_name="FeedbackAnswer", resource_type_field_name=None, serializers=[FeedbackTaken, UnknownInstance],
+)
+
+
+placement_schema = placement_operation(
+    "placement", "Where should this request go", (
+        "Ranks the eligible instances of this pool (alive or suspect, not fenced, not rejecting, no GPU in error, "
+        "serving the model and adapter, a snapshot at most FLEETWATCH_PLACEMENT_MAX_AGE_S old unless none is) by "
+        "pressure, lowest first; with a `session_key`, the same key keeps its instance while that one is "
+        "unsaturated. See docs/placement.md for the formula and the tie-breaks."
+    ), PlacementSerializer, InstancePlacement, PLACEMENT,
+)
+
+feedback_schema = write_operation(
+    "placement_feedback", "How a placed request went", (
+        "A router's outcome of a request it sent. FLEETWATCH_FENCE_ERRORS (3) consecutive non-ok outcomes fence "
+        "the instance; it comes back after FLEETWATCH_FENCE_RECOVERY_S (10 s) without trouble. Never rate limited. "
+        "An unknown instance is answered **200** `{\"ok\": false, \"error\": \"unknown_instance\"}`."
+    ), FeedbackSerializer, {200: FEEDBACK_ANSWER}, "route", tags=PLACEMENT,
+    examples=[OpenApiExample("An error", {"instance_id": "gpu-node-1", "outcome": "error", "status_code": 502},
+                             request_only=True)],
+)
+
+
+def endpoint_parameters():
+    """The query parameters and request headers of ``GET /v1/placement/endpoint``, with the answer's headers."""
+    fields = {
+        "model": {"type": "string", "minLength": 1, "maxLength": MODEL_LENGTH},
+        "adapter": {"type": "string", "minLength": 1, "maxLength": 255},
+        "session_key": {"type": "string", "minLength": 1, "maxLength": SESSION_KEY_LENGTH},
+        "prompt_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT},
+        "max_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT},
+    }
+    query = [
+        *(OpenApiParameter(field, schema, OpenApiParameter.QUERY, description=f"The POST's `{field}`.")
+          for field, schema in fields.items()),
+        OpenApiParameter("count", {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}, OpenApiParameter.QUERY,
+                         default=ENDPOINT_COUNT, description="Candidates to answer; one by default (nginx's "
+                                                             "`proxy_pass` takes one address)."),
+        OpenApiParameter("exclude", {"type": "array", "maxItems": MAX_EXCLUDE,
+                                     "items": {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH}},
+                         OpenApiParameter.QUERY, explode=True,
+                         description="Instance ids to leave out; repeat it for more than one."),
+    ]
+    headers = [
+        OpenApiParameter(header, fields[field], OpenApiParameter.HEADER,
+                         description=f"`{field}`, when the query does not give it.")
+        for field, header in ENDPOINT_HEADERS.items()
+    ]
+    text = OpenApiTypes.STR
+    answer = [
+        OpenApiParameter(DESTINATION_HEADER, text, OpenApiParameter.HEADER, response=[200],
+                         description="`host:port[,host:port…]` of the candidates, best first."),
+        OpenApiParameter(VERDICT_HEADER, text, OpenApiParameter.HEADER, response=[200, 400, 403],
+                         enum=["accept", "queue", "shed", "unavailable", "invalid"],
+                         description="The verdict (always on a 200); `invalid` on a 400; absent on a 403 of a token "
+                                     "of another scope."),
+        OpenApiParameter("x-fleetwatch-instance-id", text, OpenApiParameter.HEADER, response=[200],
+                         description="The first candidate's `instance_id` as the contents of a JSON string "
+                                     "(escaped where it holds quotes, backslashes or non-ASCII characters)."),
+        OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[403, 503],
+                         description="Seconds before asking again: shedding (403), or the database unavailable."),
+        OpenApiParameter("WWW-Authenticate", text, OpenApiParameter.HEADER, response=[401], required=True,
+                         enum=["Bearer"], description="Always `Bearer`."),
+    ]
+    return [*query, *headers, *answer]
+
+
+REFUSED = PolymorphicProxySerializer(
+    component_name="InstancePlacementRefused", resource_type_field_name=None,
+    serializers=[InstancePlacement, FORBIDDEN.response],
+)
+
+endpoint_schema = extend_schema(
+    operation_id="placement_endpoint", summary="Where should this request go, for nginx's auth_request",
+    tags=PLACEMENT,
+    description=(
+        "`POST /v1/placement` as a GET without a body, in the shape nginx's `auth_request` takes: the fields come "
+        "from query parameters or `X-Fleetwatch-*` request headers (the query wins), "
+        "one candidate by default. accept and queue are a 200 with `x-gateway-destination-endpoint`; shed and "
+        "unavailable a **403** (auth_request passes only 2xx, 401 and 403) whose `x-fleetwatch-verdict` says "
+        "which, for nginx to answer its client 429 or 503 (docs/placement.md, deploy/nginx/). The body is the "
+        "POST's answer.\n\nNeeds a token of scope `route` or `read`. Never rate limited."
+    ),
+    parameters=endpoint_parameters(), request=None,
+    responses={
+        200: OpenApiResponse(InstancePlacement, description="accept or queue: candidates, best first."),
+        403: OpenApiResponse(REFUSED, description="shed or unavailable (`x-fleetwatch-verdict`), or a token of "
+                                                  "another scope."),
+        400: BAD_REQUEST, 401: UNAUTHORIZED, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE,
+        503: DATABASE_UNAVAILABLE,
+    },
+    extensions={"x-token-scope": "route or read"},
+)

@@ -1,0 +1,166 @@
+"""The Proxy's placement endpoints (SPEC 14.1, 14.2): ``POST /v1/placement`` and ``POST /v1/placement/feedback``,
+and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``auth_request`` takes."""
+
+import json
+
+from rest_framework import exceptions
+from rest_framework.views import APIView
+
+from controlplane import clock
+from controlplane.api import errors
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access
+from controlplane.api.hot_path import HotWriteView, json_response
+from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
+from controlplane.api.tokens import Scope
+from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
+from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, FeedbackSerializer, PlacementSerializer
+from proxy_app.placement import fence_store
+from proxy_app.placement.candidates import BOARD
+from proxy_app.placement.decision import Request
+
+
+def candidate_answer(ranked):
+    candidate = ranked.candidate
+    return {
+        "instance_id": candidate.instance_id,
+        "host": candidate.host,
+        "port": candidate.port,
+        "endpoints": list(candidate.endpoints),
+        "pressure": ranked.pressure,
+        "requests_waiting": candidate.requests_waiting,
+        "requests_running": candidate.requests_running,
+        "kv_cache_usage_ratio": candidate.kv_cache_usage_ratio,
+        "signal_age_s": ranked.signal_age_s,
+        "reasons": list(ranked.reasons),
+    }
+
+
+def placement_body(decision, now):
+    return decision_body(decision, now, candidate_answer)
+
+
+def request_of(data):
+    return Request(model=data["model"], adapter=data["adapter"], prompt_tokens=data["prompt_tokens"],
+                   max_tokens=data["max_tokens"], session_key=data["session_key"], count=data["count"],
+                   exclude=frozenset(data["exclude"]))
+
+
+class InstancePlacementView(PlacementView):
+    """``POST /v1/placement``: where a request should go in this pool, and whether the pool takes it now."""
+
+    body_serializer = PlacementSerializer
+
+    @placement_schema
+    def post(self, request):
+        return super().post(request)
+
+    def answer(self, data):
+        return placement_response(*placement_of(data))
+
+
+def placement_of(data):
+    """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
+    now = clock.now()
+    decision = BOARD.decide(request_of(data), now)
+    return decision.verdict.value, placement_body(decision, now)
+
+
+# nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,
+# so the GET variant refuses (shed, unavailable) with a 403 and names the verdict in a header nginx maps.
+ENDPOINT_REFUSAL_STATUS = 403
+INSTANCE_HEADER = "x-fleetwatch-instance-id"
+INVALID_VERDICT = "invalid"
+META_KEYS = {field: "HTTP_" + header.upper().replace("-", "_") for field, header in ENDPOINT_HEADERS.items()}
+
+
+def endpoint_fields(request):
+    """The placement body of a ``GET /v1/placement/endpoint``, from its query and headers, still unvalidated.
+
+    A query parameter wins over its header; an empty value is a value (a 400), as nginx sends no header for
+    an empty variable. ``exclude`` may repeat.
+    """
+    data = {"count": ENDPOINT_COUNT, "exclude": request.GET.getlist("exclude")}
+    for field, key in META_KEYS.items():
+        if field in request.GET:
+            data[field] = request.GET[field]
+        elif key in request.META:
+            data[field] = request.META[key]
+    if "count" in request.GET:
+        data["count"] = request.GET["count"]
+    return data
+
+
+def endpoint_response(verdict, body):
+    """The POST's answer with a 403 for shed and unavailable, the verdict in ``x-fleetwatch-verdict`` and the
+    first candidate's id in ``x-fleetwatch-instance-id`` (what nginx needs to post feedback)."""
+    response = placement_response(verdict, body)
+    if not body["ok"]:
+        response.status_code = ENDPOINT_REFUSAL_STATUS
+    response[VERDICT_HEADER] = verdict
+    if body["candidates"]:
+        response[INSTANCE_HEADER] = json_string_contents(body["candidates"][0]["instance_id"])
+    return response
+
+
+def json_string_contents(text):
+    """``text`` as it stands between the quotes of a JSON string, in ASCII: the id itself unless it holds quotes,
+    backslashes, control or non-ASCII characters, and always safe in a header and inside nginx's ``proxy_set_body``."""
+    return json.dumps(text)[1:-1]
+
+
+class PlacementEndpointView(APIView):
+    """``GET /v1/placement/endpoint``: ``POST /v1/placement`` for nginx's ``auth_request`` (docs/placement.md).
+
+    The same decision, asked with query parameters or ``X-Fleetwatch-*`` headers instead of a body (a
+    subrequest has none), the same token scopes and no rate limit; the steps of ``HotWriteView`` in the
+    same order, for a GET.
+    """
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [ScopedAccess]
+    scopes = PlacementView.write_scope
+
+    def dispatch(self, request, *args, **kwargs):
+        response = self._answer(request)
+        response["Allow"] = "GET"
+        return response
+
+    def _answer(self, request):
+        try:
+            if request.method != "GET":
+                raise exceptions.MethodNotAllowed(request.method)
+            grant = None
+            if request.META.get("HTTP_AUTHORIZATION"):
+                grant = BearerTokenAuthentication().authenticate(request)[1]
+            allowed, grant = may_access(request, grant, {}, self.scopes, scoped_read=True)
+            if not allowed:
+                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
+            request.auth = grant
+            return self.get(request)
+        except exceptions.APIException as exc:
+            response = errors.envelope_exception_handler(exc, {"view": self})
+            if isinstance(exc, exceptions.ValidationError):
+                response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
+            return response
+
+    @endpoint_schema
+    def get(self, request):
+        return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(endpoint_fields(request))))
+
+
+class FeedbackView(HotWriteView):
+    """``POST /v1/placement/feedback``: a router's outcome of a request it sent; fences after repeated errors."""
+
+    write_scope = Scope.ROUTE.value
+    rate_limited = False
+
+    @feedback_schema
+    def post(self, request):
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = FeedbackSerializer().to_internal_value(data)
+        fenced = fence_store.feedback(data["instance_id"], data["outcome"], clock.now())
+        if fenced is None:
+            return json_response({"ok": False, "error": "unknown_instance"})
+        return json_response({"ok": True, "fenced": fenced})

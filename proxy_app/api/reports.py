@@ -1,0 +1,80 @@
+"""What agents send every second (SPEC 3): snapshots, heartbeats, unregisters, each a ``HotWriteView``.
+
+A snapshot's way from here to its SQL: ``snapshot_report`` (``proxy_app.api.serializers``) checks the body,
+``ingest_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) and stores it with
+the statements of ``proxy_app.ingest.sql``.
+"""
+
+from controlplane import clock
+from controlplane.api.hot_path import HotWriteView, json_response, ok_response
+from controlplane.api.serializers import HeartbeatSerializerBase
+from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
+from proxy_app.api.serializers import InstanceIdSerializer, heartbeat_report, snapshot_report
+from proxy_app.ingest.store import IngestResult, ingest_snapshot
+from proxy_app.managers import Heartbeat
+from proxy_app.models import Instance
+
+UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
+
+
+class SnapshotView(HotWriteView):
+    """``POST /v1/instance/resource_snapshot``: most of a Proxy's traffic, so a ``HotWriteView``."""
+
+    write_scope = "instance"
+
+    @snapshot_schema
+    def post(self, request):
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = snapshot_report(data)
+        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
+        if result is IngestResult.UNKNOWN:
+            return json_response(UNKNOWN_INSTANCE)
+        if result is IngestResult.STALE:
+            return json_response({"ok": True, "stale": True})
+        return ok_response()
+
+
+class HeartbeatView(HotWriteView):
+    """``POST /v1/instance/heartbeat``: every instance's second write, so a ``HotWriteView`` too."""
+
+    write_scope = "instance"
+
+    @heartbeat_schema
+    def post(self, request):
+        return super().post(request)
+
+    def work(self, data, grant):
+        data = heartbeat_report(data)
+        outcome, stored = Instance.objects.heartbeat(
+            data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
+            capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
+        )
+        if outcome is Heartbeat.OK:
+            return ok_response()
+        if outcome is Heartbeat.UNKNOWN_INSTANCE:
+            return json_response(UNKNOWN_INSTANCE)
+        # The original's answer: the instance re-sends its capabilities.
+        return json_response({
+            "ok": False,
+            "error": outcome.value,
+            "requires_capabilities": True,
+            "expected_fingerprint": stored,
+            "reported_fingerprint": data["capability_fingerprint"],
+        })
+
+
+class UnregisterView(HotWriteView):
+    """``POST /v1/instance/unregister``: a whole pool may leave at once (a deploy), so a ``HotWriteView``."""
+
+    write_scope = "instance"
+
+    @unregister_schema
+    def post(self, request):
+        return super().post(request)
+
+    def work(self, data, grant):
+        serializer = InstanceIdSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        return json_response({"ok": Instance.objects.unregister(serializer.validated_data["instance_id"], clock.now())})
