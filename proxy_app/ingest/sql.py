@@ -3,7 +3,9 @@
 ``proxy_app.ingest.store`` is the only caller. Each statement is cached, and the
 values are the plain numbers and strings that ``normalise_snapshot``
 returns, so no ORM query building runs per snapshot. The contact UPDATE is
-the one every touch uses (``touch_alive_sql``).
+the one every touch uses (``touch_alive_sql``); a report with an ``ok``
+engine also marks the instance as having had one (``had_ok_engine``), so
+the next report that shows its engines down fences it at once (SPEC 14.2).
 """
 
 import functools
@@ -94,8 +96,17 @@ def store_latest(instance_id, columns, raw_json):
     return True
 
 
-@functools.lru_cache(maxsize=4)
-def _touch_and_store_sql(vendor):
+def contact_fields(columns):
+    """What a report's contact UPDATE sets besides ``last_seen_at``: ``had_ok_engine`` once an engine was ok."""
+    return {"had_ok_engine": True} if columns["engine_ok_count"] else {}
+
+
+def _touch_sql(fields):
+    return touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column, tuple(fields))
+
+
+@functools.lru_cache(maxsize=8)
+def _touch_and_store_sql(vendor, fields):
     """PostgreSQL: touch an alive instance, upsert its resource and its snapshot in one statement.
 
     Saves BEGIN, COMMIT and statements' round trips on the hot path; the
@@ -106,7 +117,7 @@ def _touch_and_store_sql(vendor):
     selected = ", ".join(
         "touched.instance_id" if name == "instance_id" else f"%s::{types[name]}" for name in UPSERT_COLUMNS
     )
-    touch = touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column)
+    touch = _touch_sql(fields)
     return (
         f"WITH touched AS ({touch} RETURNING {quote(Instance._meta.pk.column)} AS instance_id), "
         f"stored AS (INSERT INTO {quote(InstanceResource._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
@@ -128,14 +139,15 @@ def touch_and_store(instance_id, columns, raw_json, now):
     Either way the report is committed before the caller answers.
     """
     db = connections[DEFAULT_DB_ALIAS]  # looked up once: each use of the ``connection`` proxy is a lookup
-    touch_params = touch_alive_params(Instance, instance_id, now, {})
+    fields = contact_fields(columns)
+    touch_params = touch_alive_params(Instance, instance_id, now, fields)
     values = _upsert_values(columns)
     if db.vendor == "postgresql":
         with db.cursor() as cursor:
-            cursor.execute(_touch_and_store_sql(db.vendor), [*touch_params, *values, raw_json])
+            cursor.execute(_touch_and_store_sql(db.vendor, tuple(fields)), [*touch_params, *values, raw_json])
             return cursor.fetchone()
     with db.write_transaction() as run:
-        if run(touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column), touch_params) != 1:
+        if run(_touch_sql(tuple(fields)), touch_params) != 1:
             return 0, 0
         if run(_upsert_sql(db.vendor), [instance_id, *values]) != 1:
             return 1, 0

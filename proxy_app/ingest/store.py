@@ -39,7 +39,7 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
         return _result(stored)
     with transaction.atomic():
         # The contact UPDATE found it unknown or not alive: revive it, recording its status changes.
-        if not Instance.objects.revive(instance_id, now, ChangeReason.SNAPSHOT):
+        if not Instance.objects.revive(instance_id, now, ChangeReason.SNAPSHOT, **sql.contact_fields(columns)):
             return IngestResult.UNKNOWN
         stored = sql.store_latest(instance_id, columns, raw_json)
     return _result(stored)

@@ -162,6 +162,18 @@ def test_an_engine_that_goes_down_fences_its_instance_at_once(api, serving, list
     assert [c["instance_id"] for c in place(api).json()["candidates"]] == ["b"]
 
 
+def test_an_engine_down_100_ms_after_its_first_ok_report_fences_at_once_without_the_recorder(
+        api, serving, listed_instances, frozen):
+    """"Had an ok engine" is known from the report itself, whatever the recorder's timing (SPEC 14.2)."""
+    serving("a")
+    frozen.shift(0.1)
+    serving("a", engine=make_failed_engine("unreachable", scraped_at_ms=T0_MS + 100))
+    assert (listed_instances()["a"]["fenced"], listed_instances()["a"]["fence_reason"]) == (True, "engine_unreachable")
+    response = place(api)
+    assert response.status_code == 503
+    assert response.json()["verdict"] == "unavailable" and response.json()["excluded"] == {"fenced": 1}
+
+
 def test_feedback_for_an_unknown_instance_is_a_compat_200(api):
     response = feedback(api, "nobody", "error")
     assert response.status_code == 200 and response.json() == {"ok": False, "error": "unknown_instance"}
