@@ -16,11 +16,15 @@ from controlplane.endpoints.managers import LivenessManager
 log = logging.getLogger("fleetwatch.link")
 
 
+# The error word of an answer about an instance this Proxy does not know (SPEC 3): re-register.
+UNKNOWN_INSTANCE = "unknown_instance"
+
+
 class Heartbeat(enum.Enum):
     """How an instance heartbeat ended (SPEC 3, 3.2)."""
 
     OK = "ok"
-    UNKNOWN_INSTANCE = "unknown_instance"
+    UNKNOWN_INSTANCE = UNKNOWN_INSTANCE
     FINGERPRINT_UNKNOWN = "capability_fingerprint_unknown"  # nothing stored to compare with
     FINGERPRINT_MISMATCH = "capability_fingerprint_mismatch"
 

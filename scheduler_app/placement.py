@@ -23,6 +23,8 @@ import enum
 
 import numpy as np
 
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import Decision, Sieve, Verdict, stable_hash
 
 REASONS = {Verdict.ACCEPT: "lowest_saturation", Verdict.QUEUE: "all_saturated",
@@ -117,7 +119,7 @@ class PoolBoard:
         self._candidates[slot] = candidate
         self.present[slot] = True
         self.last_seen[slot] = candidate.last_seen_at
-        self.rejecting[slot] = candidate.pool_admission_state == "rejecting"
+        self.rejecting[slot] = candidate.pool_admission_state == Admission.REJECTING
         self.saturation[slot] = np.nan if candidate.saturation is None else candidate.saturation
         self.alive[slot] = candidate.alive_instances
 
@@ -142,7 +144,7 @@ class PoolBoard:
     def decide(self, request, policy, now):
         size = len(self._candidates)
         sieve = Sieve(self.present[:size], self._slot, request.exclude)
-        sieve.drop(Rule.STALE.value, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        sieve.drop(Rule.STALE.value, ~alive_mask(self.last_seen[:size], now, policy.ttl_s))
         sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
         if request.model is not None:
             sieve.drop(Rule.MODEL.value, ~self._serving(request.model))

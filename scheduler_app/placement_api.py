@@ -78,4 +78,4 @@ class PoolPlacementView(PlacementView):
         now = clock.now()
         request = PoolRequest(model=data["model"], count=data["count"], exclude=frozenset(data["exclude"]))
         decision = BOARD.decide(request, now)
-        return placement_response(decision.verdict.value, pool_placement_body(decision, now))
+        return placement_response(decision.verdict, pool_placement_body(decision, now))

@@ -10,10 +10,11 @@ where to go in the Gateway API inference extension's header,
 
 from rest_framework import serializers
 
-from controlplane.api.fields import StrictCharField, StrictIntegerField
+from controlplane.api.fields import StrictCharField
 from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.tokens import Scope
 from controlplane.endpoints.models import NAME_LENGTH
+from controlplane.endpoints.placement import Verdict
 
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
 # The verdict, on the Proxy's GET variant for nginx's auth_request (whose status codes cannot carry it).
@@ -67,10 +68,9 @@ def placement_response(verdict, body):
     headers = {}
     if body["candidates"]:
         headers[DESTINATION_HEADER] = destination(body["candidates"])
-    if verdict == "shed":
+    if verdict is Verdict.SHED:
         headers["Retry-After"] = str(SHED_RETRY_AFTER_S)
-    status = {"accept": 200, "queue": 200, "shed": 429, "unavailable": 503}[verdict]
-    response = json_response(body, status=status, headers=headers)
+    response = json_response(body, status=verdict.http_status, headers=headers)
     # A verdict, not a failure: Django's request log would call every shed a warning and every
     # unavailable pool an error, once per request routed.
     response._has_been_logged = True

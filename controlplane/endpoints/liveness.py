@@ -5,7 +5,8 @@ alive, in Python or in a query. Steps:
 
 1. ``age = now - last_seen_at`` (server receive times only).
 2. ``is_alive`` is ``age <= ttl_s``; as a query, ``last_seen_at >= now - ttl_s``
-   (``alive_q`` for the ORM, ``alive_sql`` for the raw-SQL hot path;
+   (``alive_q`` for the ORM, ``alive_sql`` for the raw-SQL hot path,
+   ``alive_mask`` for the boards' numpy columns;
    ``status_q`` filters on a whole status, ``past_alive_window_q`` on the
    entries no longer alive, suspect or stale).
 3. ``status`` is ``alive`` while ``age`` is within one heartbeat interval plus
@@ -114,6 +115,12 @@ def status_began_at(status, last_seen_at, ttl_s, heartbeat_interval_s):
 def alive_since(now, ttl_s):
     """The oldest ``last_seen_at`` that is still alive at ``now``."""
     return now - ttl_s
+
+
+def alive_mask(last_seen_at, now, ttl_s):
+    """``is_alive`` over a numpy column of ``last_seen_at`` (NaN or -inf: never seen): the boards' twin of
+    ``alive_q``, the same comparison (``tests/controlplane/test_liveness.py`` holds the three to one answer)."""
+    return last_seen_at >= alive_since(now, ttl_s)
 
 
 def alive_q(now, ttl_s, prefix=""):

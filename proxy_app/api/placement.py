@@ -13,6 +13,7 @@ from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
 from controlplane.api.tokens import Scope
 from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
+from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, FeedbackSerializer, PlacementSerializer
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
@@ -62,7 +63,7 @@ def placement_of(data):
     """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
     now = clock.now()
     decision = BOARD.decide(request_of(data), now)
-    return decision.verdict.value, placement_body(decision, now)
+    return decision.verdict, placement_body(decision, now)
 
 
 # nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,
@@ -96,7 +97,7 @@ def endpoint_response(verdict, body):
     response = placement_response(verdict, body)
     if not body["ok"]:
         response.status_code = ENDPOINT_REFUSAL_STATUS
-    response[VERDICT_HEADER] = verdict
+    response[VERDICT_HEADER] = verdict.value
     if body["candidates"]:
         response[INSTANCE_HEADER] = json_string_contents(body["candidates"][0]["instance_id"])
     return response
@@ -162,5 +163,5 @@ class FeedbackView(HotWriteView):
         data = FeedbackSerializer().to_internal_value(data)
         fenced = fence_store.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:
-            return json_response({"ok": False, "error": "unknown_instance"})
+            return json_response(UNKNOWN_INSTANCE_ANSWER)
         return json_response({"ok": True, "fenced": fenced})

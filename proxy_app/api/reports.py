@@ -11,10 +11,10 @@ from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
 from proxy_app.api.serializers import InstanceIdSerializer, heartbeat_report, snapshot_report
 from proxy_app.ingest.store import IngestResult, ingest_snapshot
-from proxy_app.managers import Heartbeat
+from proxy_app.managers import UNKNOWN_INSTANCE, Heartbeat
 from proxy_app.models import Instance
 
-UNKNOWN_INSTANCE = {"ok": False, "error": "unknown_instance"}
+UNKNOWN_INSTANCE_ANSWER = {"ok": False, "error": UNKNOWN_INSTANCE}
 
 
 class SnapshotView(HotWriteView):
@@ -30,7 +30,7 @@ class SnapshotView(HotWriteView):
         data = snapshot_report(data)
         result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
         if result is IngestResult.UNKNOWN:
-            return json_response(UNKNOWN_INSTANCE)
+            return json_response(UNKNOWN_INSTANCE_ANSWER)
         if result is IngestResult.STALE:
             return json_response({"ok": True, "stale": True})
         return ok_response()
@@ -54,7 +54,7 @@ class HeartbeatView(HotWriteView):
         if outcome is Heartbeat.OK:
             return ok_response()
         if outcome is Heartbeat.UNKNOWN_INSTANCE:
-            return json_response(UNKNOWN_INSTANCE)
+            return json_response(UNKNOWN_INSTANCE_ANSWER)
         # The original's answer: the instance re-sends its capabilities.
         return json_response({
             "ok": False,

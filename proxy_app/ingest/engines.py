@@ -6,6 +6,8 @@ not a finite number is null, never 0); ``engine_section`` builds the pool
 summary's ``engine`` section from the SQL totals ``proxy_app.pool.summary`` gathers.
 """
 
+import numpy as np
+
 from proxy_app.ingest.lenient import integer, number, text
 
 OK = "ok"
@@ -119,11 +121,19 @@ def _nonnegative(value):
     return value if value is not None and value >= 0 else None
 
 
-def saturation_of(requests_waiting, kv_cache_usage_ratio, waiting_scale, kv_scale):
-    """One instance's saturation: min(1, max(waiting ÷ W, kv ÷ K)); None without either figure."""
-    if requests_waiting is None and kv_cache_usage_ratio is None:
-        return None
-    return min(1.0, max((requests_waiting or 0) / waiting_scale, (kv_cache_usage_ratio or 0.0) / kv_scale))
+def engine_pressure(requests_waiting, kv_cache_usage_ratio, waiting_scale, kv_scale):
+    """An engine's pressure: max(waiting ÷ W, KV usage ÷ K), a missing figure (NaN) counting as 0.
+
+    Over numbers or numpy columns alike: the one formula behind placement's pressure (SPEC 14.1) and,
+    capped at 1, the pool summary's saturation (SPEC 13, ``saturation``).
+    """
+    return np.maximum(np.nan_to_num(requests_waiting) / waiting_scale,
+                      np.nan_to_num(kv_cache_usage_ratio) / kv_scale)
+
+
+def saturation(requests_waiting, kv_cache_usage_ratio, waiting_scale, kv_scale):
+    """An engine's saturation: ``engine_pressure`` capped at 1."""
+    return np.minimum(1.0, engine_pressure(requests_waiting, kv_cache_usage_ratio, waiting_scale, kv_scale))
 
 
 def model_counts(groups):

@@ -16,13 +16,14 @@ from django.db import transaction
 from controlplane.endpoints.liveness import ChangeReason
 from proxy_app.ingest import sql
 from proxy_app.ingest.normalise import normalise_snapshot
+from proxy_app.managers import UNKNOWN_INSTANCE
 from proxy_app.models import Instance
 
 
 class IngestResult(enum.Enum):
     STORED = "stored"
     STALE = "stale"  # an older report_seq than the stored one: not applied
-    UNKNOWN = "unknown_instance"
+    UNKNOWN = UNKNOWN_INSTANCE
 
 
 def _result(stored):

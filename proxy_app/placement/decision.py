@@ -43,7 +43,10 @@ import enum
 
 import numpy as np
 
+from controlplane.endpoints.admission import Admission
+from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import REASONS, Decision, Sieve, Verdict, stable_hash
+from proxy_app.ingest.engines import engine_pressure
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # The ranking key's fields, packed into one int64 (most significant first).
@@ -202,7 +205,7 @@ class Board:
         self.last_seen[slot] = candidate.last_seen_at
         self.reported[slot] = np.nan if candidate.reported_at is None else candidate.reported_at
         self.fenced[slot] = candidate.fenced
-        self.rejecting[slot] = candidate.admission_state == "rejecting"
+        self.rejecting[slot] = candidate.admission_state == Admission.REJECTING
         self.gpu_error[slot] = candidate.gpu_error
         engine_signal = candidate.engine_ok and (
             candidate.requests_waiting is not None or candidate.kv_cache_usage_ratio is not None)
@@ -252,7 +255,7 @@ class Board:
         """(eligible slots, fail_open, excluded counts): step 1."""
         size = self._size
         sieve = Sieve(self.present[:size], self._slot, request.exclude)
-        sieve.drop(Rule.STALE.value, ~(now - self.last_seen[:size] <= policy.ttl_s))
+        sieve.drop(Rule.STALE.value, ~alive_mask(self.last_seen[:size], now, policy.ttl_s))
         sieve.drop(Rule.FENCED.value, self.fenced[:size])
         sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
         sieve.drop(Rule.GPU_ERROR.value, self.gpu_error[:size])
@@ -276,13 +279,12 @@ class Board:
         """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal. ``pending``: count
         the requests placed since the latest report (the ranking does; the verdict and affinity do not)."""
         pending = self.pending[slots] if pending else np.zeros(len(slots), dtype=np.int64)
-        waiting = (self.waiting[slots] + pending) / policy.waiting_scale
-        kv = self.kv[slots] / policy.kv_scale
+        waiting = self.waiting[slots] + pending
+        engine = engine_pressure(waiting, self.kv[slots], policy.waiting_scale, policy.kv_scale)
         gpu = self.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
         tier = self.tier[slots]
-        pressure = np.where(tier == ENGINE_TIER, np.maximum(waiting, kv),
-                            np.where(tier == GPU_TIER, gpu, np.nan))
-        return np.round(pressure, 6), waiting >= kv
+        pressure = np.where(tier == ENGINE_TIER, engine, np.where(tier == GPU_TIER, gpu, np.nan))
+        return np.round(pressure, 6), waiting / policy.waiting_scale >= self.kv[slots] / policy.kv_scale
 
     def _keys(self, slots, pressure, now):
         """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""

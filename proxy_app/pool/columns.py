@@ -25,6 +25,7 @@ from django.db import connection
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.boards import LiveBoard
+from proxy_app.ingest.engines import saturation
 from proxy_app.models import Instance
 
 # Each column of the board, as (column name on the board, field read).
@@ -141,7 +142,7 @@ class PoolColumns:
         for the whole table, then one pass per kind of reduction over every column at once.
         """
         values = self.values
-        alive = self.used & (values[COLUMN["last_seen_at"]] >= liveness.alive_since(now, ttl_s))
+        alive = self.used & liveness.alive_mask(values[COLUMN["last_seen_at"]], now, ttl_s)
         reporting = alive & self.reporting
         present = ~np.isnan(values)
         totals = {"total": len(self.slots), "alive": int(np.count_nonzero(alive))}
@@ -209,9 +210,7 @@ def _saturation(values, present, engine_ok, waiting_scale, kv_scale):
     signal = engine_ok & (present[waiting] | present[usage])
     if not signal.any():
         return None
-    pressure = np.maximum(np.nan_to_num(values[waiting][signal]) / waiting_scale,
-                          np.nan_to_num(values[usage][signal]) / kv_scale)
-    return float(np.minimum(1.0, pressure).mean())
+    return float(saturation(values[waiting][signal], values[usage][signal], waiting_scale, kv_scale).mean())
 
 
 class PoolLedger(LiveBoard):

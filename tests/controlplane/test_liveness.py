@@ -3,10 +3,12 @@
 No database and no clock: every ``now`` is passed in.
 """
 
+import numpy as np
 import pytest
 
 from controlplane.endpoints.liveness import (
     Status,
+    alive_mask,
     alive_q,
     alive_since,
     alive_sql,
@@ -133,3 +135,10 @@ def test_it_reaches_the_alive_filter_through_a_relation():
 
 def test_it_writes_the_alive_condition_for_raw_sql():
     assert alive_sql('"last_seen_at"') == '"last_seen_at" >= %s'
+
+
+def test_its_column_mask_agrees_with_is_alive_at_every_age():
+    ages = [0.0, EPSILON, TTL - EPSILON, TTL, TTL + EPSILON, 10 * TTL]
+    seen = np.array([SEEN - age for age in ages] + [-np.inf, np.nan])
+    expected = [is_alive(SEEN - age, SEEN, TTL) for age in ages] + [False, False]
+    assert alive_mask(seen, SEEN, TTL).tolist() == expected

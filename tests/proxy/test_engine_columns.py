@@ -1,8 +1,9 @@
 """A snapshot's ``engines`` as the Proxy's columns, and the pool's engine section (SPEC 13): pure, no database."""
 
+import numpy as np
 import pytest
 
-from proxy_app.ingest.engines import engine_columns, engine_section, model_counts, saturation_of
+from proxy_app.ingest.engines import engine_columns, engine_pressure, engine_section, model_counts, saturation
 from tests.factories import T0_MS, make_engine, make_failed_engine
 
 TS = T0_MS
@@ -76,10 +77,15 @@ def test_it_skips_items_that_are_not_objects_and_reads_unknown_statuses_as_bad_f
 
 
 def test_it_saturates_at_one_from_the_larger_of_queue_and_kv():
-    assert saturation_of(2, 0.4, 5, 0.8) == 0.5
-    assert saturation_of(20, 0.1, 5, 0.8) == 1.0
-    assert saturation_of(None, 0.6, 5, 0.8) == pytest.approx(0.75)
-    assert saturation_of(None, None, 5, 0.8) is None
+    assert saturation(2, 0.4, 5, 0.8) == 0.5
+    assert saturation(20, 0.1, 5, 0.8) == 1.0
+    assert saturation(np.nan, 0.6, 5, 0.8) == pytest.approx(0.75)
+    assert engine_pressure(20, 0.1, 5, 0.8) == 4.0
+
+
+def test_it_is_the_same_formula_over_columns_as_over_one_engine():
+    waiting, kv = np.array([2.0, 20.0, np.nan, 0.0]), np.array([0.4, 0.1, 0.6, np.nan])
+    assert saturation(waiting, kv, 5, 0.8).tolist() == [saturation(w, k, 5, 0.8) for w, k in zip(waiting, kv)]
 
 
 def test_it_counts_models_most_instances_first_an_instance_under_each_of_its_models():
