@@ -5,11 +5,18 @@ from django.conf import settings
 from controlplane import clock
 from proxy_app.models import Instance, InstanceStatusChange
 from proxy_app.ops.history import INSTANCES, POOL
+from proxy_app.placement.fence_store import FenceSweeper
 
 
 def sweep_instances():
     """Record alive → suspect → stale transitions; returns how many."""
     return Instance.objects.sweep(clock.now())
+
+
+def sweep_fences():
+    """One fence tick by a fresh sweeper (SPEC 14.2): the recorder's loop runs it every second; by hand,
+    ``manage.py sweep_fences``. Returns how many fences went up or down."""
+    return FenceSweeper().sweep(clock.now())
 
 
 def delete_expired_instances():

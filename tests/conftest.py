@@ -95,13 +95,11 @@ def api(client, request):
 def fresh_process_state(settings):
     """Per-process state the server keeps between requests starts empty in every test:
     the verified-token cache, the rate limiter (on a cache of its own, not under var/), the placement
-    boards and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)
-    and the fence sweep's place."""
+    boards and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)."""
     from django.core.cache import caches
 
     from controlplane.api import ratelimit
     from controlplane.api.auth import TOKEN_CACHE
-    from proxy_app.placement import fence_store
     from proxy_app.placement.candidates import BOARD
     from proxy_app.pool.columns import LEDGER
     from scheduler_app.placement_api import BOARD as POOL_BOARD
@@ -115,7 +113,6 @@ def fresh_process_state(settings):
     BOARD.reset()
     POOL_BOARD.reset()
     LEDGER.reset()
-    fence_store.forget_sweeps()
     yield
 
 

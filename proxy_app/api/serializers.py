@@ -125,7 +125,7 @@ def snapshot_report(data):
     function itself. The rules and messages are the ones its declared twin applies
     (``proxy_app.api.openapi.bodies.Snapshot``, which the schema publishes;
     ``tests/proxy/test_snapshot_serializer_parity.py`` holds them together):
-    ``instance_id`` a non-blank string of at most 255 characters (trimmed),
+    ``instance_id`` the declared ``StrictCharField`` (``check_text``),
     ``snapshot`` an object, ``metadata`` an object, null or absent.
     """
     if data is None:
@@ -135,17 +135,14 @@ def snapshot_report(data):
             {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(data).__name__}."]}
         )
     errors = {}
-    instance_id = data.get("instance_id")
+    instance_id = None
     if "instance_id" not in data:
         errors["instance_id"] = ["This field is required."]
-    elif not isinstance(instance_id, str):
-        errors["instance_id"] = ["This field may not be null." if instance_id is None else "Not a valid string."]
     else:
-        instance_id = instance_id.strip()
-        if not instance_id:
-            errors["instance_id"] = ["This field may not be blank."]
-        elif len(instance_id) > NAME_LENGTH:
-            errors["instance_id"] = [f"Ensure this field has no more than {NAME_LENGTH} characters."]
+        try:  # the declared field's own check (and its messages) for anything not plainly valid
+            instance_id = check_text(data["instance_id"], NAME_LENGTH)
+        except serializers.ValidationError as exc:
+            errors["instance_id"] = list(exc.detail)
     snapshot = data.get("snapshot")
     if "snapshot" not in data:
         errors["snapshot"] = ["This field is required."]

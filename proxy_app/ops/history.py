@@ -2,10 +2,11 @@
 
 Both are written by the recorder (``manage.py run_recorder``), once a
 second, never by the request that brought a snapshot: ingest costs the same
-whatever the history holds.
+whatever the history holds. The same loop runs fencing's tick first
+(``proxy_app.placement.fence_store.FenceSweeper``).
 
-- ``record_pool``: the pool summary, computed with the same SQL aggregates
-  as ``/debug/pool_resource``, stored as one ``PoolResource`` row.
+- ``record_pool``: the pool summary, computed as ``/debug/pool_resource``
+  computes it (``proxy_app.pool.summary``), stored as one ``PoolResource`` row.
 - ``record_instances``: one set-based INSERT … SELECT that copies the figures
   of every snapshot received since that instance's newest sample into
   ``InstanceSample``. The newest sample of each instance is found through
@@ -25,7 +26,7 @@ from controlplane import clock
 from controlplane.series.history import Series
 from controlplane.series.pool_summary import summary_columns
 from proxy_app.models import InstanceMinute, InstanceResource, InstanceSample, PoolResource, PoolResourceMinute
-from proxy_app.placement import fence_store
+from proxy_app.placement.fence_store import FenceSweeper
 from proxy_app.pool.summary import pool_resource
 
 log = logging.getLogger("fleetwatch.recorder")
@@ -85,25 +86,30 @@ def latest_pool_resource(max_age_s):
 
 
 def record(now=None):
-    """One tick of the recorder: fences (SPEC 14.2), the pool summary, then the instance series."""
+    """One tick of the series: the pool summary, then the instance series."""
     now = clock.now() if now is None else now
-    fence_store.sweep(now)
     record_pool(now)
     return record_instances()
 
 
 def run_recorder(stop, interval_s, monotonic=time.monotonic):
-    """Record every ``interval_s`` until ``stop`` (a threading.Event) is set.
+    """Every ``interval_s`` until ``stop`` (a threading.Event) is set: fencing's tick, then the series.
 
+    Fencing's tick (``FenceSweeper``, SPEC 14.2) is its own step in this loop rather than a schedule:
+    django-q2 schedules go no finer than a minute and a fence must come down within a second of its
+    recovery time, and this loop already runs once per pool (``run_recorder`` holds the pool's lock).
     Fixed-rate: a slow tick shortens the next wait, and ticks missed while
     the database was busy are skipped rather than run back to back.
     """
     next_at = monotonic()
     failing = False
+    fences = FenceSweeper()
     while not stop.is_set():
         close_old_connections()
         try:
-            record()
+            now = clock.now()
+            fences.sweep(now)
+            record(now)
         except Exception:  # a locked or restarting database must not end the series
             if not failing:
                 log.exception("recorder: a tick failed; going on")

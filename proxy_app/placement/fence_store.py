@@ -1,34 +1,39 @@
 """Fencing against the database (SPEC 14.2): ``proxy_app.placement.fencing``'s state machine, kept on the Instance row.
 
-Two writers move a fence, both through ``_apply``:
+Two writers move a fence, both through ``_store``, which claims the row with a
+conditional update (only onto the fence state it read; a writer that lost the
+race reads again), as every periodic job of the project claims its rows:
 
 - ``feedback``: a router's word on a request it sent (``POST
-  /v1/placement/feedback``), in the request itself;
-- ``sweep``: the recorder's tick (``proxy_app.ops.history.record``) reads the
-  reports received since its last tick that fencing cares about (trouble,
-  a fenced instance's clean report, a first ok engine) and lets quiet
-  fences down.
+  /v1/placement/feedback``), in the request itself; an ``ok`` outcome and an
+  unknown instance write nothing beyond resetting a count;
+- ``FenceSweeper.sweep``: fencing's own tick (run every second by the
+  recorder's loop, ``proxy_app.ops.history.run_recorder``, and by hand with
+  ``manage.py sweep_fences``) reads the reports received since its last tick
+  that fencing cares about (trouble, a fenced instance's clean report) and
+  lets quiet fences down.
 
 Each fence and unfence writes a status-change row with its reason and
 stamps ``fence_changed_at``, which placement boards refresh on. Between a
 report that shows trouble and the next tick, ``effective_fence`` already
-keeps the instance out: a fence "at once" does not wait for the recorder.
+keeps the instance out: a fence "at once" does not wait for the tick (and a
+report marks ``had_ok_engine`` itself, ``proxy_app.ingest.sql``).
 """
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from controlplane.endpoints import liveness
+from controlplane.endpoints.boards import OVERLAP_S
 from controlplane.endpoints.liveness import ChangeStatus
 from proxy_app.models import Instance
 from proxy_app.placement import fencing
 
-STATE_FIELDS = ("fenced", "fence_reason", "fence_errors", "fence_quiet_since", "had_ok_engine", "status")
-# A sweep reads the reports of the last OVERLAP_S seconds before its previous tick too: a
-# report is stamped when it arrives and committed a moment later. Reading one twice changes nothing.
-OVERLAP_S = 1.0
-# Per process: where the next sweep starts reading (None: not swept yet).
-_swept_until = {"t": None}
+STATE_FIELDS = ("fenced", "fence_reason", "fence_errors", "fence_quiet_since", "had_ok_engine")
+READ_FIELDS = ("instance_id", "last_seen_at", *STATE_FIELDS)
+# How often a writer reads again after another moved the fence between its read and its claim.
+CLAIM_TRIES = 5
 
 
 def policy():
@@ -41,19 +46,32 @@ def _state(row):
                               quiet_since=row["fence_quiet_since"], had_ok_engine=row["had_ok_engine"])
 
 
-def _apply(instance_id, row, state, change, now):
-    """Store ``state`` (and the status-change row of ``change``) if it differs from ``row``'s."""
+def _status_before(row, at):
+    """What the instance was when its fence went up: its status at that moment, from its last contact."""
+    return liveness.status_at(row["last_seen_at"], at, Instance.ttl_s(), Instance.heartbeat_interval_s())
+
+
+def _store(row, state, change, now):
+    """Store ``state`` (and the status-change row of ``change``) onto the fence ``row`` was read with.
+
+    True when stored or nothing changed; False when another writer moved the fence since ``row`` was read.
+    """
     if state == _state(row):
-        return
+        return True
     fields = {"fenced": state.fenced, "fence_reason": state.reason, "fence_errors": state.errors,
               "fence_quiet_since": state.quiet_since, "had_ok_engine": state.had_ok_engine}
     if change is not None:
         fields["fence_changed_at"] = now
-        if change.fenced:
-            Instance.record_change(instance_id, row["status"], ChangeStatus.FENCED, change.reason, change.at)
-        else:
+    instance_id = row["instance_id"]
+    with transaction.atomic():
+        if not Instance.objects.filter(pk=instance_id, **{name: row[name] for name in STATE_FIELDS}).update(**fields):
+            return False
+        if change is not None and change.fenced:
+            Instance.record_change(instance_id, _status_before(row, change.at), ChangeStatus.FENCED, change.reason,
+                                   change.at)
+        elif change is not None:
             Instance.record_change(instance_id, ChangeStatus.FENCED, ChangeStatus.UNFENCED, change.reason, change.at)
-    Instance.objects.filter(pk=instance_id).update(**fields)
+    return True
 
 
 def feedback(instance_id, outcome, now):
@@ -62,13 +80,14 @@ def feedback(instance_id, outcome, now):
         # Most feedback: no transaction, and no write unless errors were being counted.
         Instance.objects.filter(pk=instance_id).exclude(fence_errors=0).update(fence_errors=0)
         return Instance.objects.filter(pk=instance_id).values_list("fenced", flat=True).first()
-    with transaction.atomic():
-        row = Instance.objects.select_for_update().filter(pk=instance_id).values(*STATE_FIELDS).first()
+    for _ in range(CLAIM_TRIES):
+        row = Instance.objects.filter(pk=instance_id).values(*READ_FIELDS).first()
         if row is None:
-            return None
+            return None  # read only: an unknown id never takes a write lock
         state, change = fencing.on_feedback(_state(row), outcome, now, policy())
-        _apply(instance_id, row, state, change, now)
-    return state.fenced
+        if _store(row, state, change, now):
+            return state.fenced
+    return Instance.objects.filter(pk=instance_id).values_list("fenced", flat=True).first()
 
 
 def report_health(engine_count, engine_ok_count, engine_status, gpu_error_count):
@@ -80,12 +99,11 @@ def report_health(engine_count, engine_ok_count, engine_status, gpu_error_count)
 def effective_fence(fenced, fence_reason, had_ok_engine, engine_count, engine_ok_count, engine_status,
                     gpu_error_count):
     """``(fenced, reason)`` as placement, list rows and pages show it: the stored fence, or the
-    trouble of a report the recorder has not swept yet (an engine down after it was up, a GPU error)."""
+    trouble of a report the fence tick has not swept yet (an engine down after it was up, a GPU error)."""
     if fenced:
         return True, fence_reason
-    health = report_health(engine_count, engine_ok_count, engine_status, gpu_error_count)
-    trouble = fencing.report_trouble(health)
-    if trouble is not None and (trouble == "gpu_error" or had_ok_engine):
+    trouble = fencing.report_trouble(report_health(engine_count, engine_ok_count, engine_status, gpu_error_count))
+    if fencing.fences_at_once(trouble, had_ok_engine):
         return True, trouble
     return False, None
 
@@ -106,44 +124,43 @@ def effective_fence_q():
             | (Q(had_ok_engine=True, resource__engine_count__gt=0) & no_ok_engine))
 
 
-SWEPT_FIELDS = (*STATE_FIELDS, "instance_id", "resource__resource_reported_at", "resource__engine_count",
+SWEPT_FIELDS = (*READ_FIELDS, "resource__resource_reported_at", "resource__engine_count",
                 "resource__engine_ok_count", "resource__engine_status", "resource__gpu_error_count")
 
 
-def sweep(now):
-    """One tick: reports since the last tick that move a fence, then quiet fences; returns the changes made."""
-    since = _swept_until["t"]
-    if since is None:
-        since = now - 2 * settings.FLEETWATCH_FENCE_RECOVERY_S
-    reported = Q(resource__resource_reported_at__gt=since) & (
-        Q(fenced=True) | Q(resource__gpu_error_count__gt=0)
-        | Q(resource__engine_count__gt=0, resource__engine_ok_count=0)
-        | Q(had_ok_engine=False, resource__engine_ok_count__gt=0)
-    )
-    rows = list(Instance.objects.filter(reported | Q(fenced=True)).values(*SWEPT_FIELDS))
-    changes = 0
-    rules = policy()
-    for row in rows:
-        at = row["resource__resource_reported_at"]
-        state = _state(row)
-        change = None
-        if at is not None and at > since:
-            health = report_health(row["resource__engine_count"], row["resource__engine_ok_count"],
-                                   row["resource__engine_status"], row["resource__gpu_error_count"])
-            state, change = fencing.on_report(state, health, at, rules)
-        if change is None:
-            state, change = fencing.on_tick(state, now, rules)
-        with transaction.atomic():
-            # Feedback may have moved the fence since the read: apply only onto the row as it was.
-            if Instance.objects.select_for_update().filter(
-                    pk=row["instance_id"], **{name: row[name] for name in STATE_FIELDS[:5]}).exists():
-                _apply(row["instance_id"], row, state, change, now)
-                changes += change is not None
-    _swept_until["t"] = now - OVERLAP_S
-    return changes
+class FenceSweeper:
+    """Fencing's tick: where the next sweep starts reading is this sweeper's own (a fresh one, as a
+    restarted recorder or ``manage.py sweep_fences`` has, looks back twice the recovery time)."""
 
+    def __init__(self):
+        self.swept_until = None
 
-def forget_sweeps():
-    """Tests: start the next sweep as a fresh recorder would."""
-    _swept_until["t"] = None
+    def sweep(self, now):
+        """Reports since the last tick that move a fence, then quiet fences; returns the changes made."""
+        since = self.swept_until
+        if since is None:
+            since = now - 2 * settings.FLEETWATCH_FENCE_RECOVERY_S
+        reported = Q(resource__resource_reported_at__gt=since) & (
+            Q(fenced=True) | Q(resource__gpu_error_count__gt=0)
+            | Q(resource__engine_count__gt=0, resource__engine_ok_count=0)
+        )
+        rows = list(Instance.objects.filter(reported | Q(fenced=True)).values(*SWEPT_FIELDS))
+        changes = 0
+        rules = policy()
+        for row in rows:
+            at = row["resource__resource_reported_at"]
+            state = _state(row)
+            change = None
+            if at is not None and at > since:
+                health = report_health(row["resource__engine_count"], row["resource__engine_ok_count"],
+                                       row["resource__engine_status"], row["resource__gpu_error_count"])
+                state, change = fencing.on_report(state, health, at, rules)
+            if change is None:
+                state, change = fencing.on_tick(state, now, rules)
+            # Feedback may have moved the fence since the read: the claim then fails and the next tick
+            # reads the row again.
+            changes += _store(row, state, change, now) and change is not None
+        self.swept_until = now - OVERLAP_S
+        return changes
+
 

@@ -91,6 +91,13 @@ def report_trouble(health):
     return None
 
 
+def fences_at_once(trouble, had_ok_engine):
+    """Whether a report's ``trouble`` (``report_trouble``) fences its instance at once (step 1): a GPU error
+    always, an engine down only when the instance had an ok one (an engine that never came up is kept out by
+    its admission state already)."""
+    return trouble is not None and (trouble == "gpu_error" or had_ok_engine)
+
+
 def on_report(state, health, now, policy):
     """A report of the instance's health arrived."""
     trouble = report_trouble(health)
@@ -98,9 +105,9 @@ def on_report(state, health, now, policy):
     if trouble is not None:
         if state.fenced:
             return dataclasses.replace(state, quiet_since=None), None
-        if trouble == "gpu_error" or state.had_ok_engine:
+        if fences_at_once(trouble, state.had_ok_engine):
             return _fence(state, trouble, now)
-        return state, None  # an engine that never came up: its admission state already keeps it out
+        return state, None
     if state.fenced and state.quiet_since is None:
         state = dataclasses.replace(state, quiet_since=now)
     return _maybe_unfence(state, now, policy)

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from proxy_app.models import Instance
-from proxy_app.ops import history
 from proxy_app.placement.fence_store import effective_fence_q
+from proxy_app.tasks import sweep_fences
 from tests.factories import T0_MS, make_engine, make_failed_engine, make_gpu, make_snapshot
 from tests.pages.conftest import by_testid, one, text_of
 
@@ -66,7 +66,7 @@ def test_it_writes_fence_and_unfence_changes_in_words(page, frozen, serving, rou
     for _ in range(11):
         frozen.shift(1)
         serving("a")
-        history.record()
+        sweep_fences()
     html = page("/pool/instances/a/")
     assert by_testid(html, "fence-change") == ["clean for 10 s", "router errors in a row, the last: refused"]
     changes = html.split('aria-label="Status changes"')[1].split("<tbody>")[1]
@@ -78,7 +78,7 @@ def test_it_writes_fence_and_unfence_changes_in_words(page, frozen, serving, rou
 
 def test_it_marks_an_engine_that_went_down_before_the_recorder_writes_the_fence(page, serving):
     serving("a")
-    history.record()  # the recorder saw its ok engine
+    sweep_fences()  # a fence tick saw its ok engine
     serving("a", engine=make_failed_engine("unreachable", scraped_at_ms=T0_MS))
     assert fenced_badges(page("/pool/")) == [("a", "fenced: no engine is ok (unreachable) (engine_unreachable)")]
     assert "from its latest report" in one(page("/pool/instances/a/"), "instance-fence")
@@ -88,7 +88,7 @@ def test_the_fenced_filter_keeps_exactly_what_the_list_rows_call_fenced(page, se
                                                                         listed_instances):
     serving("gpu", gpus=[make_gpu(health="error")], host="10.0.0.3")
     serving("down")
-    history.record()
+    sweep_fences()
     serving("down", engine=make_failed_engine("timeout", scraped_at_ms=T0_MS))  # not swept yet
     serving("never", engine=make_failed_engine("unreachable", scraped_at_ms=T0_MS))  # never had an ok engine
     listed = {instance_id for instance_id, row in listed_instances().items() if row["fenced"]}

@@ -4,7 +4,7 @@ import pytest
 
 from controlplane.api.tokens import ApiToken
 from proxy_app.models import InstanceStatusChange
-from proxy_app.ops import history
+from proxy_app.tasks import sweep_fences
 from tests.factories import T0_MS, make_engine, make_failed_engine, make_gpu, make_snapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_entry_points]
@@ -138,7 +138,7 @@ def test_three_error_outcomes_fence_an_instance_until_it_recovers(api, serving, 
     for _ in range(11):
         frozen.shift(1)
         serving("a", host="10.0.0.1")
-        history.record()
+        sweep_fences()
     assert listed_instances()["a"]["fenced"] is False
     assert place(api).json()["candidates"][0]["instance_id"] == "a"
     change = InstanceStatusChange.objects.filter(instance_id="a").order_by("-at", "-id").first()
@@ -148,17 +148,17 @@ def test_three_error_outcomes_fence_an_instance_until_it_recovers(api, serving, 
 def test_an_engine_that_goes_down_fences_its_instance_at_once(api, serving, listed_instances, frozen):
     serving("a")
     serving("b", waiting=3)
-    history.record()  # the recorder saw its ok engine
+    sweep_fences()  # a fence tick saw its ok engine
     serving("a", engine=make_failed_engine("unreachable", scraped_at_ms=T0_MS))
     assert [c["instance_id"] for c in place(api).json()["candidates"]] == ["b"]
     assert (listed_instances()["a"]["fenced"], listed_instances()["a"]["fence_reason"]) == (True, "engine_unreachable")
-    history.record()
+    sweep_fences()
     change = InstanceStatusChange.objects.filter(instance_id="a", new_status="fenced").get()
     assert change.reason == "engine_unreachable"
     # One good report does not readmit it.
     frozen.shift(1)
     serving("a")
-    history.record()
+    sweep_fences()
     assert [c["instance_id"] for c in place(api).json()["candidates"]] == ["b"]
 
 
@@ -172,6 +172,15 @@ def test_an_engine_down_100_ms_after_its_first_ok_report_fences_at_once_without_
     response = place(api)
     assert response.status_code == 503
     assert response.json()["verdict"] == "unavailable" and response.json()["excluded"] == {"fenced": 1}
+
+
+def test_a_fence_row_names_the_status_the_instance_had_when_it_was_fenced(api, serving, frozen):
+    serving("a")
+    frozen.shift(16)  # past the alive window (1.5 heartbeat intervals of 10 s), within the TTL: suspect
+    for outcome in ("error", "error", "error"):
+        feedback(api, "a", outcome)
+    change = InstanceStatusChange.objects.filter(instance_id="a", new_status="fenced").get()
+    assert (change.old_status, change.reason) == ("suspect", "router_error")
 
 
 def test_feedback_for_an_unknown_instance_is_a_compat_200(api):

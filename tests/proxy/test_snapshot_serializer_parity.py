@@ -39,6 +39,7 @@ EDGES = [
     {"instance_id": "i-1"},
     {"snapshot": {}},
     {"instance_id": "i-1", "snapshot": {}},
+    {"instance_id": "i\x00-1", "snapshot": {}}, {"instance_id": "\x00"},
     {"instance_id": "  i-1  ", "snapshot": make_snapshot(), "metadata": {"report_seq": 3}},
     {"instance_id": "i-1", "snapshot": {}, "metadata": None},
     {"instance_id": "i-1", "snapshot": {}, "metadata": []},
