@@ -24,7 +24,12 @@ from controlplane.api.schema.operations import (
 from controlplane.api.schema.parts import Const
 from controlplane.api.schema.placement import answer_fields, placement_operation
 from scheduler_app.models import PoolResourceSample
-from scheduler_app.serializers import HeartbeatSerializer, PoolPlacementSerializer, ProxyIdSerializer, RegisterSerializer
+from scheduler_app.serializers import (
+    HeartbeatSerializer,
+    PoolPlacementSerializer,
+    ProxyIdSerializer,
+    RegisterSerializer,
+)
 
 PROXIES = ["proxies"]
 FLEET = ["fleet (debug)"]

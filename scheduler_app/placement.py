@@ -26,6 +26,7 @@ import numpy as np
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import Decision, Sieve, Verdict, stable_hash
+from controlplane.endpoints.slots import Column, SlotColumns
 
 REASONS = {Verdict.ACCEPT: "lowest_saturation", Verdict.QUEUE: "all_saturated",
            Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_pool"}
@@ -75,64 +76,49 @@ class RankedPool:
     reasons: tuple
 
 
+COLUMNS = {
+    "present": Column(bool, False), "last_seen": Column(np.float64, -np.inf), "rejecting": Column(bool, False),
+    "saturation": Column(np.float64, np.nan), "alive": Column(np.int64, 0), "id_hash": Column(np.uint64, 0),
+}
+
+
 class PoolBoard:
     """Every proxy placement knows of, as columns; a fleet is small, so each decision sorts its eligible pools."""
 
     def __init__(self, capacity=64):
-        self._slot, self._free, self._candidates = {}, [], []
+        self.columns = SlotColumns(COLUMNS, capacity)
+        self._candidates = []  # by slot
         self._models = {}
-        self.present = np.zeros(capacity, dtype=bool)
-        self.last_seen = np.full(capacity, -np.inf)
-        self.rejecting = np.zeros(capacity, dtype=bool)
-        self.saturation = np.full(capacity, np.nan)
-        self.alive = np.zeros(capacity, dtype=np.int64)
-        self.id_hash = np.zeros(capacity, dtype=np.uint64)
 
     def __len__(self):
-        return len(self._slot)
+        return len(self.columns)
 
     def get(self, proxy_id):
-        slot = self._slot.get(proxy_id)
+        slot = self.columns.slot_of.get(proxy_id)
         return None if slot is None else self._candidates[slot]
 
-    def _grow(self):
-        for name in ("present", "last_seen", "rejecting", "saturation", "alive", "id_hash"):
-            old = getattr(self, name)
-            fill = {"last_seen": -np.inf, "saturation": np.nan}.get(name, 0)
-            column = np.full(2 * len(old), fill, dtype=old.dtype)
-            column[:len(old)] = old
-            setattr(self, name, column)
-
     def put(self, candidate):
-        slot = self._slot.get(candidate.proxy_id)
-        if slot is None:
-            slot = self._free.pop() if self._free else len(self._candidates)
+        c = self.columns
+        slot, new = c.slot(candidate.proxy_id)
+        if new:
             if slot == len(self._candidates):
                 self._candidates.append(None)
-                if slot >= len(self.present):
-                    self._grow()
-            self._slot[candidate.proxy_id] = slot
-            self.id_hash[slot] = stable_hash(candidate.proxy_id)
+            c.id_hash[slot] = stable_hash(candidate.proxy_id)
         old = self._candidates[slot]
         if old is None or old.models != candidate.models:
             self._models = {}
         self._candidates[slot] = candidate
-        self.present[slot] = True
-        self.last_seen[slot] = candidate.last_seen_at
-        self.rejecting[slot] = candidate.pool_admission_state == Admission.REJECTING
-        self.saturation[slot] = np.nan if candidate.saturation is None else candidate.saturation
-        self.alive[slot] = candidate.alive_instances
+        c.present[slot] = True
+        c.last_seen[slot] = candidate.last_seen_at
+        c.rejecting[slot] = candidate.pool_admission_state == Admission.REJECTING
+        c.saturation[slot] = np.nan if candidate.saturation is None else candidate.saturation
+        c.alive[slot] = candidate.alive_instances
 
     def remove(self, proxy_id):
-        slot = self._slot.pop(proxy_id, None)
+        slot = self.columns.remove(proxy_id)
         if slot is not None:
             self._candidates[slot] = None
-            self.present[slot] = False
-            self._free.append(slot)
             self._models = {}
-
-    def placed(self, proxy_id):
-        """Pools are ranked on what their summaries say; a placement changes nothing until the next one."""
 
     def _serving(self, model):
         mask = self._models.get(model)
@@ -142,20 +128,20 @@ class PoolBoard:
         return mask
 
     def decide(self, request, policy, now):
-        size = len(self._candidates)
-        sieve = Sieve(self.present[:size], self._slot, request.exclude)
-        sieve.drop(Rule.STALE.value, ~alive_mask(self.last_seen[:size], now, policy.ttl_s))
-        sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
+        size = self.columns.size
+        sieve = Sieve(self.columns.present[:size], self.columns.slot_of, request.exclude)
+        sieve.drop(Rule.STALE.value, ~alive_mask(self.columns.last_seen[:size], now, policy.ttl_s))
+        sieve.drop(Rule.REJECTING.value, self.columns.rejecting[:size])
         if request.model is not None:
             sieve.drop(Rule.MODEL.value, ~self._serving(request.model))
         remaining, excluded = sieve.remaining, sieve.excluded()
         eligible = np.flatnonzero(remaining)
         if not len(eligible):
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], len(self), 0, excluded, [])
-        saturation = self.saturation[eligible]
+        saturation = self.columns.saturation[eligible]
         unknown = np.isnan(saturation)
-        order = np.lexsort((self.id_hash[eligible], -self.alive[eligible], np.nan_to_num(saturation, nan=0.0),
-                            unknown))
+        c = self.columns
+        order = np.lexsort((c.id_hash[eligible], -c.alive[eligible], np.nan_to_num(saturation, nan=0.0), unknown))
         best = order[:request.count].tolist()
         if unknown.any() or saturation[~unknown].min() < 1:
             verdict = Verdict.ACCEPT

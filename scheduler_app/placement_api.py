@@ -4,7 +4,7 @@ from django.conf import settings
 
 from controlplane import clock
 from controlplane.api.placement import PlacementView, decision_body, placement_response
-from controlplane.endpoints.boards import LiveBoard
+from controlplane.endpoints.boards import PlacementKeeper
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import placement_schema
 from scheduler_app.placement import PoolBoard, PoolCandidate, PoolPolicy, PoolRequest
@@ -35,7 +35,7 @@ def candidate_of(row):
     )
 
 
-class ProxyBoard(LiveBoard):
+class PoolKeeper(PlacementKeeper):
     """This web process's board of the fleet's pools (``BOARD``)."""
 
     model = Proxy
@@ -51,7 +51,7 @@ class ProxyBoard(LiveBoard):
         return PoolPolicy(ttl_s=Proxy.ttl_s(), shed_pressure=settings.FLEETWATCH_PLACEMENT_SHED_PRESSURE)
 
 
-BOARD = ProxyBoard()
+BOARD = PoolKeeper()
 
 
 def pool_candidate_answer(ranked):

@@ -2,8 +2,9 @@
 Proxy's pool summary (SPEC 5) share.
 
 A placement answer must not walk the registry, so each web process keeps
-one board (a columnar set of candidates, ``proxy_app.placement.decision.Board`` or
-``scheduler_app.placement.PoolBoard``) and refreshes it at most every
+one board (a columnar set of candidates, ``proxy_app.placement.decision.CandidateBoard`` or
+``scheduler_app.placement.PoolBoard``, each on ``controlplane.endpoints.slots``), kept by a
+``PlacementKeeper``, which refreshes it at most every
 ``FLEETWATCH_PLACEMENT_REFRESH_S`` (0.25 s): it reads only the entries whose
 row changed since its last read (``changed_q``, with an overlap of
 ``OVERLAP_S`` for writes committed late) and drops those unregistered or
@@ -12,7 +13,7 @@ an incremental read could miss lives longer. A refresh setting of 0 reads
 everything on every request.
 
 An answer therefore reflects reports at most the refresh interval plus a
-query's time older than the newest it could have seen. A board that is not
+query's time older than the newest it could have seen. A ``BoardKeeper`` that is not
 ``throttled`` (the pool summary's, ``proxy_app.pool.columns``) reads the
 changed rows on every request instead, so it shows every report committed
 before the request.
@@ -26,13 +27,19 @@ from django.db.models import Q
 from controlplane.endpoints.liveness import ChangeStatus
 
 # Reports are stamped when they arrive and committed a few milliseconds later; half a second covers a
-# writer that waited for the lock, and the full read every FULL_EVERY_S covers anything slower.
+# writer that waited for the lock, and the full read every FULL_EVERY_S covers anything slower. Every
+# reader that follows rows by their stamp (the boards, the fence tick) reads this far back.
 OVERLAP_S = 0.5
 FULL_EVERY_S = 30.0
 
 
-class LiveBoard:
-    """Subclasses name the ``model``, the ``fields`` read, and make boards, candidates and the policy."""
+class BoardKeeper:
+    """Keeps this process's copy of a registry's rows (its ``board``) fresh from the database.
+
+    A subclass names the ``model``, the ``fields`` read and the board: ``new_board(capacity)`` and
+    ``fill(board, rows, old_board)`` (put the rows on it); ``read``, ``key_of`` and ``changed_rows`` say how
+    rows are read where a role reads them otherwise than as dicts of ``fields``.
+    """
 
     model = None
     fields = ()
@@ -49,23 +56,12 @@ class LiveBoard:
         self.read_at = None
         self.full_at = None
 
-    # --- what a role says ---------------------------------------------------------------
-
     def new_board(self, capacity):
         raise NotImplementedError
 
-    def candidate_of(self, row, old_board):
-        """The candidate of one row of ``fields`` (``old_board`` holds what this process counted so far)."""
+    def fill(self, board, rows, old_board):
+        """Put the rows on ``board`` (``old_board``: what this process held before)."""
         raise NotImplementedError
-
-    def policy(self):
-        raise NotImplementedError
-
-    def changed_q(self, since):
-        return Q(last_seen_at__gt=since)
-
-    def prepare(self, rows):
-        """Called with each read's rows before their candidates are made (a role may look up what they share)."""
 
     def read(self, queryset):
         """The rows of ``fields`` that ``queryset`` selects (dicts, unless a role reads them otherwise)."""
@@ -74,28 +70,15 @@ class LiveBoard:
     def key_of(self, row):
         return row[self.model._meta.pk.name]
 
+    def changed_q(self, since):
+        return Q(last_seen_at__gt=since)
+
     def changed_rows(self, since):
         """The rows of ``fields`` that changed after ``since``."""
         return self.read(self.model.objects.filter(self.changed_q(since)).order_by())
 
-    def fill(self, board, rows, old_board):
-        """Put the candidates of ``rows`` on ``board`` (``old_board``: what this process held before)."""
-        for row in rows:
-            board.put(self.candidate_of(row, old_board))
-
-    # --- the board ------------------------------------------------------------------------
-
-    def decide(self, request, now, dry_run=False):
-        """The board's decision for ``request``; unless ``dry_run`` (a page showing it), the first
-        candidate counts as placed."""
-        with self._lock:
-            self._refresh(now)
-            decision = self.board.decide(request, self.policy(), now)
-            if decision.answered and not dry_run:
-                self.board.placed(decision.answered[0].candidate.key)
-        return decision
-
     def _refresh(self, now):
+        """Bring the board up to date for ``now`` (the caller holds the lock)."""
         refresh_s = settings.FLEETWATCH_PLACEMENT_REFRESH_S
         if self.throttled and self.read_at is not None and refresh_s > 0 and 0 <= now - self.read_at < refresh_s:
             return
@@ -109,7 +92,6 @@ class LiveBoard:
     def _read_all(self):
         old = self.board
         rows = self.read(self.model.objects.order_by())
-        self.prepare(rows)
         board = self.new_board(max(64, len(rows)))
         self.fill(board, rows, old)
         self.board = board
@@ -117,7 +99,6 @@ class LiveBoard:
     def _read_changed(self, since):
         pk = self.model._meta.pk.name
         rows = self.changed_rows(since)
-        self.prepare(rows)
         seen = {self.key_of(row) for row in rows}
         self.fill(self.board, rows, self.board)
         changes = self.model.status_change_model.objects
@@ -127,3 +108,31 @@ class LiveBoard:
             back = set(self.model.objects.filter(pk__in=ended).values_list(pk, flat=True))
             for key in ended - back:
                 self.board.remove(key)
+
+
+class PlacementKeeper(BoardKeeper):
+    """A keeper whose board decides placements (SPEC 14): ``candidate_of(row, old_board)`` makes each row's
+    candidate and ``policy()`` the decision's settings; with ``counts_placed`` the first candidate of an answer
+    counts as placed there (the Proxy's instances, until their next report)."""
+
+    counts_placed = False
+
+    def candidate_of(self, row, old_board):
+        raise NotImplementedError
+
+    def policy(self):
+        raise NotImplementedError
+
+    def fill(self, board, rows, old_board):
+        for row in rows:
+            board.put(self.candidate_of(row, old_board))
+
+    def decide(self, request, now, dry_run=False):
+        """The board's decision for ``request``; unless ``dry_run`` (a page showing it), the first
+        candidate counts as placed."""
+        with self._lock:
+            self._refresh(now)
+            decision = self.board.decide(request, self.policy(), now)
+            if self.counts_placed and decision.answered and not dry_run:
+                self.board.placed(decision.answered[0].candidate.key)
+        return decision

@@ -1,6 +1,6 @@
 """This web process's board of the pool's instances (SPEC 14.1), kept from the database.
 
-How and when it refreshes is ``controlplane.endpoints.boards.LiveBoard``'s;
+How and when it refreshes is ``controlplane.endpoints.boards.PlacementKeeper``'s;
 here is what a row of the pool says to placement: an instance's contact,
 its fence (``proxy_app.placement.fence_store.effective_fence``), what it serves and its
 latest resource. A change of contact or of fence brings a row into the next
@@ -11,10 +11,10 @@ instance until its next report (each web process counts its own).
 from django.conf import settings
 from django.db.models import Q
 
-from controlplane.endpoints.boards import LiveBoard
+from controlplane.endpoints.boards import PlacementKeeper
 from proxy_app.models import Instance
 from proxy_app.placement import fence_store
-from proxy_app.placement.decision import Board, Candidate, Policy
+from proxy_app.placement.decision import Candidate, CandidateBoard, Policy
 
 FIELDS = (
     "instance_id", "host", "port", "endpoints", "last_seen_at", "capability_fingerprint", "gpu_util",
@@ -62,11 +62,12 @@ def candidate_of(row, pending=0, capabilities=NOTHING_DECLARED):
     )
 
 
-class InstanceBoard(LiveBoard):
+class CandidateKeeper(PlacementKeeper):
     """This web process's board of the pool's instances (``BOARD``)."""
 
     model = Instance
     fields = FIELDS
+    counts_placed = True
     # Distinct capabilities a board keeps apart, beyond which it forgets them and reads them again.
     MAX_FINGERPRINTS = 4096
 
@@ -77,9 +78,14 @@ class InstanceBoard(LiveBoard):
         super().reset()
 
     def new_board(self, capacity):
-        return Board(capacity=capacity)
+        return CandidateBoard(capacity=capacity)
 
-    def prepare(self, rows):
+    def fill(self, board, rows, old_board):
+        self._declare(rows)
+        super().fill(board, rows, old_board)
+
+    def _declare(self, rows):
+        """Learn what the capabilities of fingerprints not seen yet declare (one read per fingerprint)."""
         unknown = {row["capability_fingerprint"] for row in rows} - self._declared.keys() - {None}
         if len(self._declared) + len(unknown) > self.MAX_FINGERPRINTS:
             self._declared = {}
@@ -120,4 +126,4 @@ class InstanceBoard(LiveBoard):
         )
 
 
-BOARD = InstanceBoard()
+BOARD = CandidateKeeper()

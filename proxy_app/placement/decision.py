@@ -1,9 +1,9 @@
 """Where a request should go, and whether the pool should take it now (SPEC 14.1): pure, no database, no clock.
 
-What placement knows of each instance is a ``Candidate``; a ``Board`` holds
+What placement knows of each instance is a ``Candidate``; a ``CandidateBoard`` holds
 them as columns (one numpy array per field, one slot per instance), so a
 decision over 10,000 instances is a few vector operations, not a walk of
-the fleet in Python. ``Board.decide(request, policy, now)`` answers; the
+the fleet in Python. ``CandidateBoard.decide(request, policy, now)`` answers; the
 plain ``decide(candidates, …)`` builds a board and asks it (the tests and
 the worked examples of ``docs/placement.md`` use it). Steps:
 
@@ -46,6 +46,7 @@ import numpy as np
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import REASONS, Decision, Sieve, Verdict, stable_hash
+from controlplane.endpoints.slots import Column, SlotColumns
 from proxy_app.ingest.engines import engine_pressure
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
@@ -135,116 +136,91 @@ def _mix(values):
     return values ^ (values >> np.uint64(31))
 
 
-class Board:
-    """Every instance placement knows of, as columns; slots are reused after ``remove``."""
+COLUMNS = {
+    "last_seen": Column(np.float64, -np.inf), "reported": Column(np.float64, np.nan),
+    "fenced": Column(bool, False), "rejecting": Column(bool, False), "gpu_error": Column(bool, False),
+    "tier": Column(np.int64, NO_SIGNAL_TIER), "waiting": Column(np.float64, 0.0), "kv": Column(np.float64, 0.0),
+    "gpu_util": Column(np.float64, 0.0), "running": Column(np.int64, 0), "pending": Column(np.int64, 0),
+    "id_hash": Column(np.uint64, 0), "present": Column(bool, False),
+}
+
+
+class CandidateBoard:
+    """Every instance placement knows of, as columns (``SlotColumns``); slots are reused after ``remove``."""
 
     def __init__(self, capacity=64):
-        self._slot = {}
-        self._free = []
-        self._candidates = []
-        self._size = 0
+        self.columns = SlotColumns(COLUMNS, capacity)
+        self._candidates = []  # by slot
         self._filters = {}  # ("model" | "adapter", name) -> bool array over the slots
-        self._allocate(capacity)
-
-    def _allocate(self, capacity):
-        def grown(name, dtype, fill):
-            column = np.full(capacity, fill, dtype=dtype)
-            if hasattr(self, name):
-                old = getattr(self, name)
-                column[:len(old)] = old
-            setattr(self, name, column)
-
-        grown("present", bool, False)
-        grown("last_seen", np.float64, -np.inf)
-        grown("reported", np.float64, np.nan)
-        grown("fenced", bool, False)
-        grown("rejecting", bool, False)
-        grown("gpu_error", bool, False)
-        grown("tier", np.int64, NO_SIGNAL_TIER)
-        grown("waiting", np.float64, 0.0)
-        grown("kv", np.float64, 0.0)
-        grown("gpu_util", np.float64, 0.0)
-        grown("running", np.int64, 0)
-        grown("pending", np.int64, 0)
-        grown("id_hash", np.uint64, 0)
-        self._filters = {}
 
     def __len__(self):
-        return len(self._slot)
+        return len(self.columns)
 
     def __contains__(self, instance_id):
-        return instance_id in self._slot
+        return instance_id in self.columns
 
     def get(self, instance_id):
-        slot = self._slot.get(instance_id)
+        slot = self.columns.slot_of.get(instance_id)
         return None if slot is None else self._candidates[slot]
 
     def ids(self):
-        return list(self._slot)
+        return self.columns.keys()
 
     def put(self, candidate):
         """Add or replace an instance. Its pending count starts again when its report is a newer one."""
-        slot = self._slot.get(candidate.instance_id)
+        c = self.columns
+        slot, new = c.slot(candidate.instance_id)
         old = None
-        if slot is None:
-            slot = self._free.pop() if self._free else self._size
-            if slot == self._size:
-                self._size += 1
-                if self._size > len(self.present):
-                    self._allocate(2 * len(self.present))
+        if new:
+            if slot == len(self._candidates):
                 self._candidates.append(None)
-            self._slot[candidate.instance_id] = slot
-            self.id_hash[slot] = stable_hash(candidate.instance_id)
+            c.id_hash[slot] = stable_hash(candidate.instance_id)
             self._filters = {}
         else:
             old = self._candidates[slot]
             if old.models != candidate.models or old.adapters != candidate.adapters:
                 self._filters = {}
         self._candidates[slot] = candidate
-        self.present[slot] = True
-        self.last_seen[slot] = candidate.last_seen_at
-        self.reported[slot] = np.nan if candidate.reported_at is None else candidate.reported_at
-        self.fenced[slot] = candidate.fenced
-        self.rejecting[slot] = candidate.admission_state == Admission.REJECTING
-        self.gpu_error[slot] = candidate.gpu_error
+        c.present[slot] = True
+        c.last_seen[slot] = candidate.last_seen_at
+        c.reported[slot] = np.nan if candidate.reported_at is None else candidate.reported_at
+        c.fenced[slot] = candidate.fenced
+        c.rejecting[slot] = candidate.admission_state == Admission.REJECTING
+        c.gpu_error[slot] = candidate.gpu_error
         engine_signal = candidate.engine_ok and (
             candidate.requests_waiting is not None or candidate.kv_cache_usage_ratio is not None)
-        self.tier[slot] = ENGINE_TIER if engine_signal else GPU_TIER if candidate.gpu_util is not None \
+        c.tier[slot] = ENGINE_TIER if engine_signal else GPU_TIER if candidate.gpu_util is not None \
             else NO_SIGNAL_TIER
-        self.waiting[slot] = candidate.requests_waiting or 0
-        self.kv[slot] = candidate.kv_cache_usage_ratio or 0.0
-        self.gpu_util[slot] = candidate.gpu_util or 0.0
-        self.running[slot] = candidate.requests_running or 0
+        c.waiting[slot] = candidate.requests_waiting or 0
+        c.kv[slot] = candidate.kv_cache_usage_ratio or 0.0
+        c.gpu_util[slot] = candidate.gpu_util or 0.0
+        c.running[slot] = candidate.requests_running or 0
         if old is None or old.reported_at != candidate.reported_at:
-            self.pending[slot] = candidate.pending
+            c.pending[slot] = candidate.pending
         else:
-            self.pending[slot] = max(int(self.pending[slot]), candidate.pending)
+            c.pending[slot] = max(int(c.pending[slot]), candidate.pending)
 
     def remove(self, instance_id):
-        slot = self._slot.pop(instance_id, None)
-        if slot is None:
-            return
-        self._candidates[slot] = None
-        self.present[slot] = False
-        self.pending[slot] = 0
-        self._free.append(slot)
-        self._filters = {}
+        slot = self.columns.remove(instance_id)
+        if slot is not None:
+            self._candidates[slot] = None
+            self._filters = {}
 
     def pending_of(self, instance_id):
-        slot = self._slot.get(instance_id)
-        return 0 if slot is None else int(self.pending[slot])
+        slot = self.columns.slot_of.get(instance_id)
+        return 0 if slot is None else int(self.columns.pending[slot])
 
     def placed(self, instance_id):
         """A request went to ``instance_id``: count it until that instance's next report."""
-        slot = self._slot.get(instance_id)
+        slot = self.columns.slot_of.get(instance_id)
         if slot is not None:
-            self.pending[slot] += 1
+            self.columns.pending[slot] += 1
 
     def _filter(self, kind, name):
         key = (kind, name)
         mask = self._filters.get(key)
         if mask is None:
-            mask = np.zeros(self._size, dtype=bool)
+            mask = np.zeros(self.columns.size, dtype=bool)
             for slot, candidate in enumerate(self._candidates):
                 if candidate is not None and name in getattr(candidate, kind + "s"):
                     mask[slot] = True
@@ -253,19 +229,19 @@ class Board:
 
     def _eligibility(self, request, policy, now):
         """(eligible slots, fail_open, excluded counts): step 1."""
-        size = self._size
-        sieve = Sieve(self.present[:size], self._slot, request.exclude)
-        sieve.drop(Rule.STALE.value, ~alive_mask(self.last_seen[:size], now, policy.ttl_s))
-        sieve.drop(Rule.FENCED.value, self.fenced[:size])
-        sieve.drop(Rule.REJECTING.value, self.rejecting[:size])
-        sieve.drop(Rule.GPU_ERROR.value, self.gpu_error[:size])
+        size = self.columns.size
+        sieve = Sieve(self.columns.present[:size], self.columns.slot_of, request.exclude)
+        sieve.drop(Rule.STALE.value, ~alive_mask(self.columns.last_seen[:size], now, policy.ttl_s))
+        sieve.drop(Rule.FENCED.value, self.columns.fenced[:size])
+        sieve.drop(Rule.REJECTING.value, self.columns.rejecting[:size])
+        sieve.drop(Rule.GPU_ERROR.value, self.columns.gpu_error[:size])
         if request.model is not None:
             sieve.drop(Rule.MODEL.value, ~self._filter("model", request.model))
         if request.adapter is not None:
             sieve.drop(Rule.ADAPTER.value, ~self._filter("adapter", request.adapter))
         remaining, excluded = sieve.remaining, sieve.excluded()
         with np.errstate(invalid="ignore"):
-            fresh = now - self.reported[:size] <= policy.max_age_s
+            fresh = now - self.columns.reported[:size] <= policy.max_age_s
         eligible = np.flatnonzero(remaining & fresh)
         signal_stale = np.flatnonzero(remaining & ~fresh)
         fail_open = not len(eligible) and bool(len(signal_stale))
@@ -278,22 +254,22 @@ class Board:
     def _pressures(self, slots, policy, pending=True):
         """(pressure, from_queue) of ``slots``; NaN pressure where the tier has no signal. ``pending``: count
         the requests placed since the latest report (the ranking does; the verdict and affinity do not)."""
-        pending = self.pending[slots] if pending else np.zeros(len(slots), dtype=np.int64)
-        waiting = self.waiting[slots] + pending
-        engine = engine_pressure(waiting, self.kv[slots], policy.waiting_scale, policy.kv_scale)
-        gpu = self.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
-        tier = self.tier[slots]
+        pending = self.columns.pending[slots] if pending else np.zeros(len(slots), dtype=np.int64)
+        waiting = self.columns.waiting[slots] + pending
+        engine = engine_pressure(waiting, self.columns.kv[slots], policy.waiting_scale, policy.kv_scale)
+        gpu = self.columns.gpu_util[slots] / 100.0 + pending / policy.waiting_scale
+        tier = self.columns.tier[slots]
         pressure = np.where(tier == ENGINE_TIER, engine, np.where(tier == GPU_TIER, gpu, np.nan))
-        return np.round(pressure, 6), waiting / policy.waiting_scale >= self.kv[slots] / policy.kv_scale
+        return np.round(pressure, 6), waiting / policy.waiting_scale >= self.columns.kv[slots] / policy.kv_scale
 
     def _keys(self, slots, pressure, now):
         """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""
         micros = np.clip(np.nan_to_num(np.rint(pressure * 1e6), nan=0.0), 0, MAX_PRESSURE_MICROS).astype(np.int64)
-        running = np.clip(self.running[slots], 0, MAX_RUNNING)
+        running = np.clip(self.columns.running[slots], 0, MAX_RUNNING)
         with np.errstate(invalid="ignore"):
-            age = np.nan_to_num(np.floor((now - self.reported[slots]) * 100.0), nan=MAX_AGE_CENTIS)
+            age = np.nan_to_num(np.floor((now - self.columns.reported[slots]) * 100.0), nan=MAX_AGE_CENTIS)
         age = np.clip(age, 0, MAX_AGE_CENTIS).astype(np.int64)
-        return ((self.tier[slots] << (PRESSURE_BITS + RUNNING_BITS + AGE_BITS))
+        return ((self.columns.tier[slots] << (PRESSURE_BITS + RUNNING_BITS + AGE_BITS))
                 | (micros << (RUNNING_BITS + AGE_BITS)) | (running << AGE_BITS) | age)
 
     def _best(self, slots, keys, count):
@@ -306,12 +282,12 @@ class Board:
                 else [*better.tolist(), *self._by_hash(slots, tied)[:count - len(better)]]
         else:
             positions = list(range(len(slots)))
-        positions.sort(key=lambda p: (int(keys[p]), int(self.id_hash[slots[p]]),
+        positions.sort(key=lambda p: (int(keys[p]), int(self.columns.id_hash[slots[p]]),
                                       self._candidates[slots[p]].instance_id))
         return positions[:count]
 
     def _by_hash(self, slots, positions):
-        return sorted(positions.tolist(), key=lambda p: (int(self.id_hash[slots[p]]),
+        return sorted(positions.tolist(), key=lambda p: (int(self.columns.id_hash[slots[p]]),
                                                          self._candidates[slots[p]].instance_id))
 
     def _affinity(self, session_key, slots, pressure):
@@ -319,7 +295,7 @@ class Board:
         open_ = np.isnan(pressure) | (pressure < 1)
         if not open_.any():
             return None
-        scores = _mix(self.id_hash[slots] ^ np.uint64(stable_hash(session_key)))
+        scores = _mix(self.columns.id_hash[slots] ^ np.uint64(stable_hash(session_key)))
         scores[~open_] = 0
         best = int(np.argmax(scores))
         return best if open_[best] else None
@@ -346,7 +322,7 @@ class Board:
 
     def _ranked(self, slot, pressure, from_queue, now, fail_open, sticky):
         candidate = self._candidates[slot]
-        tier = int(self.tier[slot])
+        tier = int(self.columns.tier[slot])
         if tier == ENGINE_TIER:
             reasons = ("pressure_from_queue" if from_queue else "pressure_from_kv_cache",)
         elif tier == GPU_TIER:
@@ -373,7 +349,7 @@ def _verdict(pressure, policy):
 
 def decide(candidates, request, policy, now):
     """Rank ``candidates`` for ``request`` at ``now`` on a board of their own."""
-    board = Board(capacity=max(1, len(candidates)))
+    board = CandidateBoard(capacity=max(1, len(candidates)))
     for candidate in candidates:
         board.put(candidate)
     return board.decide(request, policy, now)

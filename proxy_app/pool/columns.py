@@ -4,7 +4,7 @@ Aggregating the pool in SQL costs a scan and ~35 aggregate functions over
 every instance on each read (12 ms at 10,000 instances on SQLite). Instead
 each process keeps the figures the summary reads in numpy columns, one slot
 per instance, and brings them up to date on every read from the rows whose
-contact changed since its last one (``controlplane.endpoints.boards.LiveBoard``:
+contact changed since its last one (``controlplane.endpoints.boards.BoardKeeper``:
 an index range of ``last_seen_at``, with an overlap for writes committed
 late, and the unregistered ones dropped). Every register, heartbeat and
 report stamps the contact with the clock of its arrival, which moves
@@ -24,7 +24,8 @@ from django.db import connection
 
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
-from controlplane.endpoints.boards import LiveBoard
+from controlplane.endpoints.boards import BoardKeeper
+from controlplane.endpoints.slots import Column, SlotColumns
 from proxy_app.ingest.engines import saturation
 from proxy_app.models import Instance
 
@@ -45,74 +46,42 @@ END = 1 + len(NUMERIC)
 ADMISSION = {state: code for code, state in enumerate(Admission.values)}
 
 
-def _value(values):
-    """An aggregate's answer from the values it ran over: None when there were none, as in SQL."""
-    return values if values.size else None
-
-
 class PoolColumns:
-    """The pool, one slot per instance: float columns (NaN for null) and the codes of the rest."""
+    """The pool, one slot per instance (``SlotColumns``): float figures (NaN for null) and the codes of the rest."""
 
     def __init__(self, capacity):
-        self.slots = {}
-        self.free = list(range(capacity - 1, -1, -1))
-        self.values = np.full((len(NUMERIC), capacity), np.nan)
-        self.used = np.zeros(capacity, dtype=bool)
-        self.reporting = np.zeros(capacity, dtype=bool)  # sent a non-empty snapshot, stamped
-        self.admission = np.full(capacity, -1, dtype=np.int8)
-        self.models = np.full(capacity, -1, dtype=np.int32)  # index into model_sets
+        self.columns = SlotColumns({
+            "values": Column(float, np.nan, rows=len(NUMERIC)), "used": Column(bool, False),
+            "reporting": Column(bool, False),  # sent a non-empty snapshot, stamped
+            "admission": Column(np.int8, -1), "models": Column(np.int32, -1),  # models: index into model_sets
+        }, capacity)
         self.model_sets = []
         self._model_codes = {}
 
     def __len__(self):
-        return len(self.slots)
+        return len(self.columns)
 
     def put_rows(self, rows):
         """Store rows of ``FIELDS`` (tuples), each replacing what its instance's slot held."""
         if not rows:
             return
-        if len(self.model_sets) > 4 * max(64, len(self.slots)):
+        if len(self.model_sets) > 4 * max(64, len(self.columns)):
             self._forget_model_sets()
-        slots = np.fromiter((self._slot(row[0]) for row in rows), dtype=np.intp, count=len(rows))
-        self.values[:, slots] = np.array([row[1:END] for row in rows], dtype=float).T
-        self.used[slots] = True
-        self.reporting[slots] = np.array([bool(row[END]) for row in rows]) & ~np.isnan(
-            self.values[COLUMN["resource_reported_at"], slots])
-        self.admission[slots] = [ADMISSION.get(row[-2], -1) for row in rows]
-        self.models[slots] = [self._model_code(row[-1]) for row in rows]
+        c = self.columns
+        slots = np.fromiter((c.slot(row[0])[0] for row in rows), dtype=np.intp, count=len(rows))
+        c.values[:, slots] = np.array([row[1:END] for row in rows], dtype=float).T
+        c.used[slots] = True
+        c.reporting[slots] = np.array([bool(row[END]) for row in rows]) & ~np.isnan(
+            c.values[COLUMN["resource_reported_at"], slots])
+        c.admission[slots] = [ADMISSION.get(row[-2], -1) for row in rows]
+        c.models[slots] = [self._model_code(row[-1]) for row in rows]
 
     def last_seen(self, instance_id):
-        slot = self.slots.get(instance_id)
-        return None if slot is None else float(self.values[COLUMN["last_seen_at"], slot])
+        slot = self.columns.slot_of.get(instance_id)
+        return None if slot is None else float(self.columns.values[COLUMN["last_seen_at"], slot])
 
     def remove(self, instance_id):
-        slot = self.slots.pop(instance_id, None)
-        if slot is not None:
-            self.used[slot] = self.reporting[slot] = False
-            self.values[:, slot] = np.nan
-            self.free.append(slot)
-
-    def _slot(self, instance_id):
-        slot = self.slots.get(instance_id)
-        if slot is None:
-            if not self.free:
-                self._grow()
-            slot = self.slots[instance_id] = self.free.pop()
-        return slot
-
-    def _grow(self):
-        old = self.used.size
-        new = max(64, 2 * old)
-
-        def wider(column, fill):
-            grown = np.full((*column.shape[:-1], new), fill, dtype=column.dtype)
-            grown[..., :old] = column
-            return grown
-
-        self.values, self.used, self.reporting = wider(self.values, np.nan), wider(self.used, False), \
-            wider(self.reporting, False)
-        self.admission, self.models = wider(self.admission, -1), wider(self.models, -1)
-        self.free.extend(range(new - 1, old - 1, -1))
+        self.columns.remove(instance_id)
 
     def _model_code(self, text):
         """The code of an engine model set (its JSON text as stored, grouped as SQL's GROUP BY would)."""
@@ -126,14 +95,14 @@ class PoolColumns:
 
     def _forget_model_sets(self):
         """Renumber the model sets in use, dropping those no slot holds any more."""
-        held = np.unique(self.models[self.used & (self.models >= 0)])
+        held = np.unique(self.columns.models[self.columns.used & (self.columns.models >= 0)])
         self.model_sets = [self.model_sets[code] for code in held]
         texts = {code: text for text, code in self._model_codes.items()}
         self._model_codes = {texts[old]: new for new, old in enumerate(held)}
-        renumbered = np.full(self.models.size, -1, dtype=np.int32)
-        mask = self.used & (self.models >= 0)
-        renumbered[mask] = np.searchsorted(held, self.models[mask])
-        self.models = renumbered
+        renumbered = np.full(self.columns.models.size, -1, dtype=np.int32)
+        mask = self.columns.used & (self.columns.models >= 0)
+        renumbered[mask] = np.searchsorted(held, self.columns.models[mask])
+        self.columns.models = renumbered
 
     def totals(self, now, ttl_s, waiting_scale, kv_scale):
         """The raw inputs of pool_resource (``proxy_app.pool.aggregation.build_pool_resource``).
@@ -141,17 +110,17 @@ class PoolColumns:
         Each aggregate runs over the non-null values of its column in the rows it is over: one mask
         for the whole table, then one pass per kind of reduction over every column at once.
         """
-        values = self.values
-        alive = self.used & liveness.alive_mask(values[COLUMN["last_seen_at"]], now, ttl_s)
-        reporting = alive & self.reporting
+        values = self.columns.values
+        alive = self.columns.used & liveness.alive_mask(values[COLUMN["last_seen_at"]], now, ttl_s)
+        reporting = alive & self.columns.reporting
         present = ~np.isnan(values)
-        totals = {"total": len(self.slots), "alive": int(np.count_nonzero(alive))}
+        totals = {"total": len(self.columns), "alive": int(np.count_nonzero(alive))}
         for name in ("inflight", "qps_1m"):
             counted = present[COLUMN[name]] & alive
             totals[f"{name}_reported"] = int(np.count_nonzero(counted))
             totals[f"{name}_total"] = float(values[COLUMN[name]][counted].sum()) if counted.any() else None
         totals["reporting"] = int(np.count_nonzero(reporting))
-        codes = self.admission[reporting]
+        codes = self.columns.admission[reporting]
         totals.update({state: int(np.count_nonzero(codes == code)) for state, code in ADMISSION.items()})
 
         counted = present & reporting
@@ -174,8 +143,8 @@ class PoolColumns:
 
     def _model_groups(self, reporting):
         """(models, instances, requests waiting) per distinct model set of the reporting instances, by models."""
-        held = reporting & (self.models >= 0)
-        codes, waiting = self.models[held], self.values[COLUMN["requests_waiting"]][held]
+        held = reporting & (self.columns.models >= 0)
+        codes, waiting = self.columns.models[held], self.columns.values[COLUMN["requests_waiting"]][held]
         queued = ~np.isnan(waiting)
         instances = np.bincount(codes)
         queues = np.bincount(codes[queued], weights=waiting[queued], minlength=instances.size)
@@ -213,7 +182,7 @@ def _saturation(values, present, engine_ok, waiting_scale, kv_scale):
     return float(saturation(values[waiting][signal], values[usage][signal], waiting_scale, kv_scale).mean())
 
 
-class PoolLedger(LiveBoard):
+class PoolColumnsKeeper(BoardKeeper):
     """This process's ``PoolColumns`` (``LEDGER``): brought up to date on every read, never throttled."""
 
     model = Instance
@@ -258,4 +227,4 @@ class PoolLedger(LiveBoard):
                                      float(settings.FLEETWATCH_SATURATION_KV))
 
 
-LEDGER = PoolLedger()
+LEDGER = PoolColumnsKeeper()

@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from proxy_app.placement.decision import Board, Candidate, Policy, Request, Verdict, decide
+from proxy_app.placement.decision import Candidate, CandidateBoard, Policy, Request, Verdict, decide
 
 NOW = 1_767_225_600.0
 POLICY = Policy(ttl_s=30, heartbeat_interval_s=10, max_age_s=2.0, waiting_scale=5.0, kv_scale=0.8, shed_pressure=2.0)
@@ -204,7 +204,7 @@ def test_it_has_no_affinity_pick_when_everything_is_saturated():
 
 
 def test_a_board_counts_what_it_placed_until_the_next_report():
-    board = Board()
+    board = CandidateBoard()
     for name in ("a", "b", "c"):
         board.put(instance(name))
     picks = []
@@ -218,7 +218,7 @@ def test_a_board_counts_what_it_placed_until_the_next_report():
 
 
 def test_a_board_reuses_the_slot_of_a_removed_instance():
-    board = Board(capacity=2)
+    board = CandidateBoard(capacity=2)
     for name in ("a", "b", "c"):
         board.put(instance(name, requests_waiting=1))
     board.remove("b")

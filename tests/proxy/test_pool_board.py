@@ -12,7 +12,7 @@ import pytest
 
 from controlplane import clock
 from proxy_app.models import Instance
-from proxy_app.pool.columns import FIELDS, LEDGER, PoolColumns, PoolLedger
+from proxy_app.pool.columns import FIELDS, LEDGER, PoolColumns, PoolColumnsKeeper
 from tests.factories import make_engine, make_gpu, make_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +25,7 @@ def incremental(settings):
 
 def whole_pool(now):
     """The totals of a read of every row, as a fresh process makes it."""
-    ledger = PoolLedger()
+    ledger = PoolColumnsKeeper()
     ledger._read_all()
     ledger.full_at = ledger.read_at = now
     return ledger.board.totals(now, Instance.ttl_s(), 5.0, 0.8)
@@ -113,7 +113,7 @@ def test_the_columns_grow_past_their_first_capacity_and_reuse_freed_slots():
     assert columns.totals(100.0, 15, 5.0, 0.8)["inflight_total"] == 5
     columns.remove("c")
     columns.put_rows([_row("f")])
-    assert len(columns) == 5 and columns.values.shape[1] == 64
+    assert len(columns) == 5 and columns.columns.size == 5  # "f" took the slot "c" left
     assert columns.totals(100.0, 15, 5.0, 0.8)["inflight_total"] == 5
     assert columns.totals(120.0, 15, 5.0, 0.8)["alive"] == 0
 
