@@ -20,6 +20,12 @@ def now():
     return time.time()
 
 
+def age_s(now, at):
+    """Seconds from ``at`` to ``now``, never below 0 (a stamp taken a moment after ``now`` was read is fresh,
+    not from the future); None without a stamp."""
+    return None if at is None else max(0.0, now - at)
+
+
 def ago(timestamp, at=None):
     """'12 s ago' for an epoch-seconds timestamp, seen at ``at`` (default now); '–' when unknown."""
     if timestamp is None:

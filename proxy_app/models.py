@@ -84,9 +84,10 @@ class Instance(RegisteredEndpoint):
 class InstanceResource(models.Model):
     """The latest snapshot of an instance, normalised into columns (SPEC 3.1).
 
-    Real columns so pool_resource is a SQL aggregate over narrow rows: the
-    snapshot as sent lives in ``InstanceSnapshot`` (with it here, a 6 KB row
-    took a page of its own and the aggregate read 40 MB for 10,000 instances).
+    Real columns so the pool's figures are read as narrow rows (the pool
+    summary's columns, the lists): the snapshot as sent lives in
+    ``InstanceSnapshot`` (with it here, a 6 KB row took a page of its own and a
+    read of the pool's figures read 40 MB for 10,000 instances).
     """
 
     instance = models.OneToOneField(

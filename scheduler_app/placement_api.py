@@ -1,6 +1,7 @@
 """The Scheduler's placement endpoint (SPEC 14.3): ``POST /v1/proxy/placement``, over this process's board of pools."""
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
 from controlplane.api.placement import PlacementView, decision_body, placement_response
@@ -65,14 +66,11 @@ def pool_placement_body(decision, now):
     return decision_body(decision, now, pool_candidate_answer)
 
 
+@extend_schema_view(post=placement_schema)
 class PoolPlacementView(PlacementView):
     """``POST /v1/proxy/placement``: which pool of the fleet a request should go to."""
 
     body_serializer = PoolPlacementSerializer
-
-    @placement_schema
-    def post(self, request):
-        return super().post(request)
 
     def answer(self, data):
         now = clock.now()

@@ -29,7 +29,7 @@ class HotLaneClient(Client):
 
     def request(self, **request):
         environ = self._base_environ(**request)
-        if self.lane.takes(environ) is None:
+        if self.lane.route_of(environ) is None:
             return super().request(**request)
         answered = {}
 

@@ -36,7 +36,7 @@ class HotWriteView(APIView):
     normalising and storing the snapshot. This view applies the very same
     steps as ``ControlPlaneViewSet``, in the same order and with the same
     functions (``controlplane.api.auth``, ``parse_json_body``, the error
-    envelope): 405, 401, 415, 400, 403, 429, then ``work(data, grant)``
+    envelope): 405, 401, 415, 400, 403, 429, then ``respond(data, grant)``
     (``answer_write``). It is an APIView only so the OpenAPI schema describes
     it like every other endpoint (through ``post``, which a subclass decorates).
 
@@ -57,10 +57,10 @@ class HotWriteView(APIView):
         return answer_write(self, request)
 
     def post(self, request):
-        """What the schema describes (a subclass decorates it); both entry points answer through ``work``."""
-        return self.work(request.data, request.auth)
+        """What the schema describes (a subclass decorates it); both entry points answer through ``respond``."""
+        return self.respond(request.data, request.auth)
 
-    def work(self, data, grant):
+    def respond(self, data, grant):
         """The endpoint itself: an answer to the parsed body ``data`` of a caller allowed as ``grant``."""
         raise NotImplementedError
 
@@ -71,7 +71,7 @@ def answer_write(view, request):
     The steps, each one function shared with every other endpoint: 405, 401
     (``BearerTokenAuthentication``), 415, 400 (``parse_json_body``), 403
     (``may_access``), 429 (``write_allowance``, unless the view is not
-    ``rate_limited``), then ``view.work(data, grant)``. ``request`` needs
+    ``rate_limited``), then ``view.respond(data, grant)``. ``request`` needs
     ``method``, ``META``, ``content_type`` and ``body`` only.
     """
     try:
@@ -93,7 +93,7 @@ def answer_write(view, request):
             allowed, retry_after = write_allowance(request, grant, data)
             if not allowed:
                 raise exceptions.Throttled(retry_after)
-        response = view.work(data, grant)
+        response = view.respond(data, grant)
     except (exceptions.APIException, RequestDataTooBig) as exc:
         response = errors.envelope_exception_handler(exc, {"view": view})
     response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)

@@ -84,5 +84,5 @@ class PlacementView(HotWriteView):
     rate_limited = False
     body_serializer = None
 
-    def work(self, data, grant):
+    def respond(self, data, grant):
         return self.answer(self.body_serializer().to_internal_value(data))

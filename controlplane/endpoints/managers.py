@@ -145,7 +145,7 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
         """The contact UPDATE alone; False when the entry is unknown, not stored as alive, past its TTL,
         or holds other values than ``match`` (column → value) says.
 
-        On SQLite it goes straight to the driver when nothing watches (``execute_alone``): Django's
+        On SQLite it goes straight to the driver when nothing watches (``execute_unwatched``): Django's
         cursor cost a fifth of the statement.
         """
         fields = fields or {}
@@ -157,7 +157,7 @@ class LivenessManager(models.Manager.from_queryset(LivenessQuerySet)):
             with db.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cursor.rowcount == 1
-        return db.execute_alone(sql, params) == 1
+        return db.execute_unwatched(sql, params) == 1
 
     def revive(self, pk, now, reason, **fields):
         """Refresh an entry that ``touch_alive`` did not; False if unknown.

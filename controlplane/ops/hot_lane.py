@@ -10,7 +10,7 @@ served by a ``HotWriteView`` the hot lane does, in order:
    view is a ``HotWriteView`` (``lane_routes``), so a hot write joins the lane by
    being one in a ``urls.py``. Any other path, and any request a skipped
    middleware could act on (a cookie, a query string, a form body, an https
-   redirect), goes to Django as it is (``HotLane.takes``).
+   redirect), goes to Django as it is (``HotLane.route_of``).
 2. Runs what ``request_started`` runs (``reset_queries``, ``close_old_connections``:
    ``CONN_MAX_AGE``, health checks, a broken connection dropped) by calling the
    receivers connected now (read again only when they change, ``Receivers``),
@@ -23,7 +23,7 @@ served by a ``HotWriteView`` the hot lane does, in order:
    the body size limit (``body_size_refusal``), the ``Host:`` check (Django's
    own ``get_host`` on ``ALLOWED_HOSTS``, answered and logged as Django does),
    then the view's steps (``answer_write``: 405, 401, 415, 400, 403, 429 and the
-   view's ``work``); an exception is Django's ``handler500``'s (the outage's 503).
+   view's ``respond``); an exception is Django's ``handler500``'s (the outage's 503).
 4. Adds the headers the security, common and clickjacking middleware would,
    rendered once from the settings (``lane_headers``), to the answers those
    middleware would have seen, and logs an error answer as ``django.request`` does.
@@ -198,7 +198,7 @@ class Receivers:
         return self.functions
 
 
-class Answer(list):
+class LaneBody(list):
     """The WSGI body: one chunk; ``close()`` (called by the server once it is sent) runs ``request_finished``'s receivers."""
 
     __slots__ = ("finished",)
@@ -223,7 +223,7 @@ class HotLane:
         self.forwarded_host = settings.USE_X_FORWARDED_HOST
         self.security_log = logging.getLogger("django.security.DisallowedHost")
 
-    def takes(self, environ):
+    def route_of(self, environ):
         """The route and the parsed content type, or None when Django answers this request."""
         route = self.routes.get(environ.get("PATH_INFO"))
         if route is None or self.off or environ.get("HTTP_COOKIE") or environ.get("QUERY_STRING"):
@@ -234,7 +234,7 @@ class HotLane:
         return route, content_type
 
     def __call__(self, environ, start_response):
-        taken = self.takes(environ)
+        taken = self.route_of(environ)
         if taken is None:
             return self.django(environ, start_response)
         route, (content_type, params) = taken
@@ -252,7 +252,7 @@ class HotLane:
         if request.layers:
             self._add_headers(headers, response, request)
         start_response(f"{response.status_code} {response.reason_phrase}", headers)
-        body = Answer((response.content,))
+        body = LaneBody((response.content,))
         body.finished = self.on_finished
         return body
 

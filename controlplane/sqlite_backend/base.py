@@ -124,7 +124,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise
         self._commit()
 
-    def execute_alone(self, sql, params):
+    def execute_unwatched(self, sql, params):
         """One statement in autocommit, its own transaction, answering its row count: ``write_transaction``'s
         ``run`` without ``BEGIN`` and ``COMMIT`` (a heartbeat's contact UPDATE). Straight to the driver when
         nothing watches and no transaction is open, as there; else through Django's cursor."""

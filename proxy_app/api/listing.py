@@ -145,7 +145,7 @@ class _ListRows:
 
     def __init__(self, now):
         self.status_of = liveness.status_reader(now, Instance.ttl_s(), Instance.heartbeat_interval_s())
-        self.fences = _OncePerInput(effective_fence)
+        self.fences = _Memo(effective_fence)
         self.views = {}
 
     def build(self, fetched):
@@ -185,7 +185,7 @@ class _ListRows:
         return rows
 
 
-class _OncePerInput(dict):
+class _Memo(dict):
     """``function(*inputs)`` by its inputs (a tuple), worked out on the first lookup of each."""
 
     def __init__(self, function):

@@ -3,6 +3,7 @@ and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``au
 
 import json
 
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import exceptions
 from rest_framework.views import APIView
 
@@ -46,14 +47,11 @@ def request_of(data):
                    exclude=frozenset(data["exclude"]))
 
 
+@extend_schema_view(post=placement_schema)
 class InstancePlacementView(PlacementView):
     """``POST /v1/placement``: where a request should go in this pool, and whether the pool takes it now."""
 
     body_serializer = PlacementSerializer
-
-    @placement_schema
-    def post(self, request):
-        return super().post(request)
 
     def answer(self, data):
         return placement_response(*placement_of(data))
@@ -149,17 +147,14 @@ class PlacementEndpointView(APIView):
         return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(endpoint_fields(request))))
 
 
+@extend_schema_view(post=feedback_schema)
 class FeedbackView(HotWriteView):
     """``POST /v1/placement/feedback``: a router's outcome of a request it sent; fences after repeated errors."""
 
     write_scope = Scope.ROUTE.value
     rate_limited = False
 
-    @feedback_schema
-    def post(self, request):
-        return super().post(request)
-
-    def work(self, data, grant):
+    def respond(self, data, grant):
         data = FeedbackSerializer().to_internal_value(data)
         fenced = fence_store.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:

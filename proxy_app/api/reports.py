@@ -5,6 +5,8 @@ A snapshot's way from here to its SQL: ``snapshot_report`` (``proxy_app.api.seri
 the statements of ``proxy_app.ingest.sql``.
 """
 
+from drf_spectacular.utils import extend_schema_view
+
 from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
 from controlplane.api.serializers import HeartbeatSerializerBase
@@ -17,16 +19,13 @@ from proxy_app.models import Instance
 UNKNOWN_INSTANCE_ANSWER = {"ok": False, "error": UNKNOWN_INSTANCE}
 
 
+@extend_schema_view(post=snapshot_schema)
 class SnapshotView(HotWriteView):
     """``POST /v1/instance/resource_snapshot``: most of a Proxy's traffic, so a ``HotWriteView``."""
 
     write_scope = "instance"
 
-    @snapshot_schema
-    def post(self, request):
-        return super().post(request)
-
-    def work(self, data, grant):
+    def respond(self, data, grant):
         data = snapshot_report(data)
         result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
         if result is IngestResult.UNKNOWN:
@@ -36,16 +35,13 @@ class SnapshotView(HotWriteView):
         return ok_response()
 
 
+@extend_schema_view(post=heartbeat_schema)
 class HeartbeatView(HotWriteView):
     """``POST /v1/instance/heartbeat``: every instance's second write, so a ``HotWriteView`` too."""
 
     write_scope = "instance"
 
-    @heartbeat_schema
-    def post(self, request):
-        return super().post(request)
-
-    def work(self, data, grant):
+    def respond(self, data, grant):
         data = heartbeat_report(data)
         outcome, stored = Instance.objects.heartbeat(
             data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
@@ -65,16 +61,13 @@ class HeartbeatView(HotWriteView):
         })
 
 
+@extend_schema_view(post=unregister_schema)
 class UnregisterView(HotWriteView):
     """``POST /v1/instance/unregister``: a whole pool may leave at once (a deploy), so a ``HotWriteView``."""
 
     write_scope = "instance"
 
-    @unregister_schema
-    def post(self, request):
-        return super().post(request)
-
-    def work(self, data, grant):
+    def respond(self, data, grant):
         serializer = InstanceIdSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         return json_response({"ok": Instance.objects.unregister(serializer.validated_data["instance_id"], clock.now())})

@@ -3,7 +3,8 @@
 Pure functions, no database, no clock. ``engine_columns`` reads one
 snapshot's list defensively (any agent version, any garbage: a value that is
 not a finite number is null, never 0); ``engine_section`` builds the pool
-summary's ``engine`` section from the SQL totals ``proxy_app.pool.summary`` gathers.
+summary's ``engine`` section from the totals ``proxy_app.pool.columns`` reduces;
+``engine_pressure`` and ``saturation`` are the one formula of an engine's load.
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Reading one JSON value of a snapshot defensively (SPEC 3.1): a number, a whole number, a word.
+"""Reading one JSON value of a snapshot defensively (SPEC 3.1): a number, a whole number, a word, an object.
 
 Snapshots come from many agent versions; a value that is not what its field
 holds is null, never 0 and never an error.
@@ -33,3 +33,8 @@ def text(value, max_length=255):
     if isinstance(value, str) and value.strip():
         return value.strip()[:max_length]
     return None
+
+
+def mapping(value):
+    """The JSON object ``value``, or an empty one for anything else."""
+    return value if isinstance(value, dict) else {}

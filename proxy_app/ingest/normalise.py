@@ -7,16 +7,12 @@ null, never 0, and a malformed part never rejects the report.
 
 from controlplane.figures import MAX_DB_INT
 from proxy_app.ingest.engines import engine_columns
-from proxy_app.ingest.lenient import integer, number, text
+from proxy_app.ingest.lenient import integer, mapping, number, text
 
 INVALID_GPU_QUALITIES = {"invalid", "failed", "error", "command_error", "parse_error", "unsupported"}
 # Per-GPU utilisation keys, in order of preference (window average first).
 GPU_AVG_KEYS = ("utilization_pct_avg", "utilization_pct", "utilization_gpu_pct", "gpu_util", "util")
 GPU_QUALITY_KEYS = ("utilization_sample_quality", "sample_quality", "quality")
-
-
-def _obj(value):
-    return value if isinstance(value, dict) else {}
 
 
 def _first_number(mapping, keys):
@@ -135,7 +131,7 @@ def _first_interface(devices):
     network = devices.get("network")
     if isinstance(network, list):
         return next((i for i in network if isinstance(i, dict)), {})
-    return _obj(network)
+    return mapping(network)
 
 
 def normalise_snapshot(snapshot, metadata, received_at):
@@ -143,12 +139,12 @@ def normalise_snapshot(snapshot, metadata, received_at):
 
     ``received_at`` is the proxy's receive time in float epoch seconds.
     """
-    snapshot = _obj(snapshot)
-    metadata = _obj(metadata)
-    devices = _obj(snapshot.get("devices"))
-    cpu = _obj(devices.get("cpu"))
-    memory = _obj(devices.get("memory"))
-    hint = _obj(snapshot.get("capacity_hint"))
+    snapshot = mapping(snapshot)
+    metadata = mapping(metadata)
+    devices = mapping(snapshot.get("devices"))
+    cpu = mapping(devices.get("cpu"))
+    memory = mapping(devices.get("memory"))
+    hint = mapping(snapshot.get("capacity_hint"))
     interface = _first_interface(devices)
     timestamp_ms = integer(snapshot.get("timestamp_ms"))
 

@@ -95,7 +95,7 @@ class ProxyCollector:
         failures = _gauge("fleetwatch_link_consecutive_failures", "The link's failed attempts since its last success.")
         state = SchedulerLinkState.objects.filter(proxy_id=proxy_id()).first()
         if state is not None:
-            _add([], (attempt, _age(now, state.last_attempt_at)), (success, _age(now, state.last_ok_at)),
+            _add([], (attempt, clock.age_s(now, state.last_attempt_at)), (success, clock.age_s(now, state.last_ok_at)),
                  (failures, state.consecutive_failures))
         yield from (recorded, attempt, success, failures)
 
@@ -183,6 +183,3 @@ def _add(labels, *samples):
         if value is not None:
             family.add_metric(labels, value)
 
-
-def _age(now, at):
-    return None if at is None else max(0.0, now - at)

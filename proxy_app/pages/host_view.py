@@ -9,13 +9,9 @@ only format.
 """
 
 from controlplane.figures import percent
-from proxy_app.ingest.lenient import integer, number, text
+from proxy_app.ingest.lenient import integer, mapping, number, text
 
 MAX_ITEMS = 256  # cores, interfaces, disks or GPUs shown; more is a broken snapshot
-
-
-def _obj(value):
-    return value if isinstance(value, dict) else {}
 
 
 def _rows(value):
@@ -105,15 +101,15 @@ def gpu_view(gpu):
     }
 
 
-def _names(value):
+def _shown_names(value):
     return [name for name in (text(item) for item in value[:MAX_ITEMS]) if name] if isinstance(value, list) else []
 
 
 def lora_view(lora):
     if not isinstance(lora, dict):
         return None
-    return {"max": integer(lora.get("max")), "running": _names(lora.get("running")),
-            "waiting": _names(lora.get("waiting"))}
+    return {"max": integer(lora.get("max")), "running": _shown_names(lora.get("running")),
+            "waiting": _shown_names(lora.get("waiting"))}
 
 
 def engine_view(engine, snapshot_ts_ms):
@@ -145,9 +141,9 @@ def engine_view(engine, snapshot_ts_ms):
 
 def host_view(raw_resource):
     """Everything the instance page draws from one snapshot; empty parts for an empty snapshot."""
-    snapshot = _obj(raw_resource)
-    devices = _obj(snapshot.get("devices"))
-    hint = _obj(snapshot.get("capacity_hint"))
+    snapshot = mapping(raw_resource)
+    devices = mapping(snapshot.get("devices"))
+    hint = mapping(snapshot.get("capacity_hint"))
     gpus = [gpu_view(gpu) for gpu in _rows(devices.get("gpu"))]
     return {
         "has_snapshot": bool(snapshot),
@@ -155,8 +151,8 @@ def host_view(raw_resource):
         "agent_version": text(snapshot.get("agent_version")),
         "timestamp_ms": integer(snapshot.get("timestamp_ms")),
         "gpu_status": text(snapshot.get("gpu_status")),
-        "cpu": cpu_view(_obj(devices.get("cpu"))),
-        "memory": memory_view(_obj(devices.get("memory"))),
+        "cpu": cpu_view(mapping(devices.get("cpu"))),
+        "memory": memory_view(mapping(devices.get("memory"))),
         "network": [network_view(row) for row in _rows(devices.get("network"))],
         "disks": [disk_view(row) for row in _rows(devices.get("disk"))],
         "gpus": gpus,

@@ -1,10 +1,12 @@
-"""pool_resource (SPEC 5) from the pool's SQL aggregates: a pure function.
+"""pool_resource (SPEC 5) from the pool's totals: a pure function.
 
-``totals`` is the dict ``proxy_app.pool.summary.pool_totals()`` returns; nothing
+``totals`` is the dict ``proxy_app.pool.summary.pool_totals()`` returns (the counts, sums,
+averages, minima and maxima ``proxy_app.pool.columns`` reduces from its columns); nothing
 here touches the database or the clock, so every rule is tested with plain
 dicts.
 """
 
+from controlplane.clock import age_s
 from controlplane.endpoints.admission import Admission
 from controlplane.figures import ratio
 from proxy_app.ingest.engines import ENGINE_SOURCE, engine_section
@@ -48,9 +50,9 @@ def _int_or_none(value):
 
 
 def _age(now, reported_at):
-    """now − reported_at, never below 0: a report stamped by a web process a moment after this summary's
-    ``now`` was taken is fresh, not from the future."""
-    return None if reported_at is None else max(0.0, round(now - reported_at, 3))
+    """``clock.age_s`` to the millisecond."""
+    age = age_s(now, reported_at)
+    return None if age is None else round(age, 3)
 
 
 def build_pool_resource(totals, *, now, ttl_s, capacity, proxy_id):

@@ -12,7 +12,7 @@ between any two of them, so a contact other than the one held means a row
 to read again: a read sees every report committed before it, as the SQL
 did; the sums then take a few vector operations.
 
-``PoolColumns.totals`` answers exactly what the SQL aggregates answered:
+``PoolColumns.totals`` answers what SQL aggregates over the rows would:
 counts as ints, a sum, average, minimum or maximum over no value is
 ``None``, and the ``alive`` cut-off is ``last_seen_at >= now - ttl``.
 """

@@ -1,7 +1,7 @@
 """Every URL of the app, and the hot writes served again on DRF's own path, for the parity tests.
 
 ``/twin/v1/instance/resource_snapshot`` and ``/twin/v1/instance/heartbeat``
-are ``SnapshotView``'s and ``HeartbeatView``'s ``work`` as actions of a
+are ``SnapshotView``'s and ``HeartbeatView``'s ``respond`` as actions of a
 ``ControlPlaneViewSet``: what the endpoints would be without ``HotWriteView``.
 """
 
@@ -18,11 +18,11 @@ class SnapshotOnDrf(ControlPlaneViewSet):
 
     @action(detail=False, methods=["post"])
     def resource_snapshot(self, request):
-        return SnapshotView.work(self, request.data, request.auth)
+        return SnapshotView.respond(self, request.data, request.auth)
 
     @action(detail=False, methods=["post"])
     def heartbeat(self, request):
-        return HeartbeatView.work(self, request.data, request.auth)
+        return HeartbeatView.respond(self, request.data, request.auth)
 
 
 router = SimpleRouter(trailing_slash=False)
