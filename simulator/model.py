@@ -16,11 +16,10 @@ Each report slot the driver asks ``next_round()`` what the host does:
   its ``report_seq`` starts over at 1, with a newer wall time, which is how
   the Proxy tells a restart from a late report (SPEC 3.1).
 
-GPUs fall ill and recover as a two-state chain per GPU whose long-run share
-of unhealthy GPUs is ``FleetProfile.unhealthy_gpu_share``. The health verdict
-and the admission state are the agent's own functions (``agent.gpu.monitor.gpu_health``,
-``agent.capacity.capacity_hint``), so they follow SPEC 2.2 exactly as a
-real host's would.
+GPUs fall ill and recover as a two-state chain per GPU (long-run share of
+unhealthy GPUs: ``FleetProfile.unhealthy_gpu_share``). The health verdict and
+the admission state are the agent's own functions (``agent.gpu.health``,
+``agent.capacity.capacity_hint``), as on a real host (SPEC 2.2).
 """
 
 from __future__ import annotations
