@@ -28,6 +28,7 @@ served by a ``HotWriteView`` the hot lane does, in order:
    rendered once from the settings (``lane_headers``), to the answers those
    middleware would have seen, and logs an error answer as ``django.request`` does.
 
+The private Django APIs it leans on are named in ``controlplane.private_django``.
 ``tests/controlplane/test_hot_lane.py`` holds every answer (status, body, every
 header, metrics, log lines) to Django's, and the endpoints' own tests run through
 both entry points (``tests/hot_lane.py``).
