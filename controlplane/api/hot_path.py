@@ -49,6 +49,9 @@ class HotWriteView(APIView):
     write_scope = None
     # Placement and its feedback are never throttled: a router asks once per request it routes.
     rate_limited = True
+    # The one method it answers; a GET (placement for nginx's auth_request) has no body and needs
+    # ``write_scope`` as a write would (``scoped_read``), its data read from the request (``request_data``).
+    http_method = "POST"
     # Declared for the schema (who may call it); dispatch applies them itself.
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [ScopedAccess]
@@ -60,41 +63,52 @@ class HotWriteView(APIView):
         """What the schema describes (a subclass decorates it); both entry points answer through ``respond``."""
         return self.respond(request.data, request.auth)
 
+    def request_data(self, request):
+        """The data ``respond`` answers, for a method without a body (a POST's is its JSON body)."""
+        return {}
+
     def respond(self, data, grant):
         """The endpoint itself: an answer to the parsed body ``data`` of a caller allowed as ``grant``."""
         raise NotImplementedError
+
+    def refused(self, response, exc):
+        """The error answer of ``exc`` as this endpoint gives it (a subclass may add a header)."""
+        return response
 
 
 def answer_write(view, request):
     """A ``HotWriteView``'s answer, for Django's request and the hot lane's alike.
 
-    The steps, each one function shared with every other endpoint: 405, 401
-    (``BearerTokenAuthentication``), 415, 400 (``parse_json_body``), 403
-    (``may_access``), 429 (``write_allowance``, unless the view is not
-    ``rate_limited``), then ``view.respond(data, grant)``. ``request`` needs
-    ``method``, ``META``, ``content_type`` and ``body`` only.
+    The steps, each one function shared with every other endpoint: 405 (any
+    method but the view's ``http_method``), 401 (``BearerTokenAuthentication``),
+    415, 400 (``parse_json_body``; a GET reads no body), 403 (``may_access``),
+    429 (``write_allowance``, unless the view is not ``rate_limited``), then
+    ``view.respond(data, grant)``; an API error's answer passes through
+    ``view.refused``. ``request`` needs ``method``, ``META``, ``content_type``
+    and ``body`` only (a GET's ``request_data`` may read more).
     """
     try:
-        if request.method != "POST":
+        if request.method != view.http_method:
             raise exceptions.MethodNotAllowed(request.method)
         grant = None
         if request.META.get("HTTP_AUTHORIZATION"):
             grant = BearerTokenAuthentication().authenticate(request)[1]
-        body = request.body
         data = {}
+        reads_body = view.http_method == "POST"
+        body = request.body if reads_body else b""
         if body:  # as DRF: an empty body is no data, whatever its content type
             if request.content_type != "application/json":
                 raise exceptions.UnsupportedMediaType(request.content_type)
             data = parse_json_body(body)
-        allowed, grant = may_access(request, grant, data, view.write_scope)
+        allowed, grant = may_access(request, grant, data, view.write_scope, scoped_read=not reads_body)
         if not allowed:
             raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
         if view.rate_limited:
             allowed, retry_after = write_allowance(request, grant, data)
             if not allowed:
                 raise exceptions.Throttled(retry_after)
-        response = view.respond(data, grant)
+        response = view.respond(data if reads_body else view.request_data(request), grant)
     except (exceptions.APIException, RequestDataTooBig) as exc:
-        response = errors.envelope_exception_handler(exc, {"view": view})
-    response["Allow"] = "POST"  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
+        response = view.refused(errors.envelope_exception_handler(exc, {"view": view}), exc)
+    response["Allow"] = view.http_method  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
     return response

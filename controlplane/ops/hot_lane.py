@@ -42,7 +42,7 @@ from django.conf import settings
 from django.core import signals
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, RequestDataTooBig
 from django.core.handlers.wsgi import get_script_name
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -105,6 +105,9 @@ class LaneRequest:
         self.path_info = environ["PATH_INFO"]
         self.content_type, self.content_params = content_type, content_params
         self._body = None
+
+    # The lane takes no request with a query string (``route_of``): a GET route's query is empty.
+    GET = QueryDict(encoding="utf-8")
 
     def _get_scheme(self):
         return self.META.get("wsgi.url_scheme")

@@ -5,11 +5,8 @@ import json
 
 from drf_spectacular.utils import extend_schema_view
 from rest_framework import exceptions
-from rest_framework.views import APIView
 
 from controlplane import clock
-from controlplane.api import errors
-from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access
 from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
 from controlplane.api.tokens import Scope
@@ -107,44 +104,33 @@ def json_string_contents(text):
     return json.dumps(text)[1:-1]
 
 
-class PlacementEndpointView(APIView):
+@extend_schema_view(get=endpoint_schema)
+class PlacementEndpointView(HotWriteView):
     """``GET /v1/placement/endpoint``: ``POST /v1/placement`` for nginx's ``auth_request`` (docs/placement.md).
 
     The same decision, asked with query parameters or ``X-Fleetwatch-*`` headers instead of a body (a
-    subrequest has none), the same token scopes and no rate limit; the steps of ``HotWriteView`` in the
-    same order, for a GET.
+    subrequest has none), the same token scopes and no rate limit: ``answer_write``'s steps for a GET.
     """
 
-    authentication_classes = [BearerTokenAuthentication]
-    permission_classes = [ScopedAccess]
-    scopes = PlacementView.write_scope
+    http_method = "GET"
+    http_method_names = [name for name in HotWriteView.http_method_names if name != "post"]  # for the schema
+    write_scope = PlacementView.write_scope
+    rate_limited = False
 
-    def dispatch(self, request, *args, **kwargs):
-        response = self._answer(request)
-        response["Allow"] = "GET"
-        return response
-
-    def _answer(self, request):
-        try:
-            if request.method != "GET":
-                raise exceptions.MethodNotAllowed(request.method)
-            grant = None
-            if request.META.get("HTTP_AUTHORIZATION"):
-                grant = BearerTokenAuthentication().authenticate(request)[1]
-            allowed, grant = may_access(request, grant, {}, self.scopes, scoped_read=True)
-            if not allowed:
-                raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
-            request.auth = grant
-            return self.get(request)
-        except exceptions.APIException as exc:
-            response = errors.envelope_exception_handler(exc, {"view": self})
-            if isinstance(exc, exceptions.ValidationError):
-                response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
-            return response
-
-    @endpoint_schema
     def get(self, request):
-        return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(endpoint_fields(request))))
+        """What the schema describes; Django's dispatch and the steps answer through ``respond``."""
+        return self.respond(self.request_data(request), request.auth)
+
+    def request_data(self, request):
+        return endpoint_fields(request)
+
+    def respond(self, data, grant):
+        return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(data)))
+
+    def refused(self, response, exc):
+        if isinstance(exc, exceptions.ValidationError):
+            response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
+        return response
 
 
 @extend_schema_view(post=feedback_schema)
