@@ -101,7 +101,8 @@ def contact_fields(columns):
     return {"had_ok_engine": True} if columns["engine_ok_count"] else {}
 
 
-def _touch_sql(fields):
+@functools.lru_cache(maxsize=8)
+def _touch_sql(vendor, fields):
     return touch_alive_sql(Instance._meta.db_table, Instance._meta.pk.column, tuple(fields))
 
 
@@ -117,7 +118,7 @@ def _touch_and_store_sql(vendor, fields):
     selected = ", ".join(
         "touched.instance_id" if name == "instance_id" else f"%s::{types[name]}" for name in UPSERT_COLUMNS
     )
-    touch = _touch_sql(fields)
+    touch = _touch_sql(vendor, fields)
     return (
         f"WITH touched AS ({touch} RETURNING {quote(Instance._meta.pk.column)} AS instance_id), "
         f"stored AS (INSERT INTO {quote(InstanceResource._meta.db_table)} ({_quoted(UPSERT_COLUMNS)}) "
@@ -147,7 +148,7 @@ def touch_and_store(instance_id, columns, raw_json, now):
             cursor.execute(_touch_and_store_sql(db.vendor, tuple(fields)), [*touch_params, *values, raw_json])
             return cursor.fetchone()
     with db.write_transaction() as run:
-        if run(_touch_sql(tuple(fields)), touch_params) != 1:
+        if run(_touch_sql(db.vendor, tuple(fields)), touch_params) != 1:
             return 0, 0
         if run(_upsert_sql(db.vendor), [instance_id, *values]) != 1:
             return 1, 0
