@@ -46,7 +46,7 @@ def test_it_shows_the_ranking_the_api_answers_on_the_pool_page(page, api, servin
     assert one(html, "placement-counts") == "3 considered · 3 eligible · none excluded"
     assert one(html, "placement-destination") == (
         "x-gateway-destination-endpoint: 10.0.0.2:8000,10.0.0.3:8000,10.0.0.1:8000")
-    assert candidate_row(html, "kv") == "2 kv 10.0.0.3:8000 0.750 0 / 4 60.0 % 0.0 s pressure_from_kv_cache"
+    assert candidate_row(html, "kv") == "2 kv 10.0.0.3:8000 0.750 0 / 4 60.0 % 0 ms pressure_from_kv_cache"
     assert candidate_row(html, "busy").startswith("3 busy 10.0.0.1:8000 0.800 4 / 4 ")
     assert 'href="/pool/instances/idle/"' in html
 
