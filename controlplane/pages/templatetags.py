@@ -232,8 +232,10 @@ def admission_badge(state, status, large=False):
 
 
 @register.simple_tag
-def bar(value, text=None, caption=""):
+def bar(value, text=None, caption="", plain=False):
     """A horizontal bar for a percentage (0–100) and its value; ``text`` replaces the printed value.
+
+    Its colour judges the value (``level``); a ``plain`` bar shows the amount without a judgement.
 
     Plain string building rather than an included template or format_html:
     a pool page draws a few hundred, and only ``text`` and ``caption`` need
@@ -248,9 +250,22 @@ def bar(value, text=None, caption=""):
             f'style="width: 0%"></span></span> <span class="meter__text">{shown}</span></span>')
     filled = width(number)
     return mark_safe(
-        f'<span class="meter">{caption_html}<span class="bar bar--{level(number)}" role="meter" aria-valuemin="0" '
+        f'<span class="meter">{caption_html}<span class="bar bar--{"plain" if plain else level(number)}" '
+        f'role="meter" aria-valuemin="0" '
         f'aria-valuemax="100" aria-valuenow="{filled}"><span class="bar__fill" style="width: {filled}%"></span>'
         f'</span> <span class="meter__text">{shown}</span></span>')
+
+
+@register.simple_tag
+def gpu_memory_bar(value, engines, caption=""):
+    """GPU memory used: judged on a host (or pool) without a serving engine, plain beside one.
+
+    A vLLM engine reserves 90 % of its GPUs' memory for its KV cache as it
+    starts, so a healthy engine host is always near full; what tells of
+    trouble there is the engine's KV cache, which its own bar judges.
+    ``engines``: the engines (or how many), falsy when there are none.
+    """
+    return bar(value, caption=caption, plain=bool(engines))
 
 
 def _spark_path(values, height, width_px):

@@ -38,3 +38,24 @@ def test_an_engines_latencies_under_a_second_read_in_milliseconds(page, engine_a
     card = by_testid(page("/pool/instances/served/"), "engine-card")[0]
     assert "ITL p50 28 ms" in card  # was "0.0 s"
     assert "TTFT p50 / p95 210 ms / 1.5 s" in card
+
+
+def test_gpu_memory_is_judged_only_on_a_host_without_an_engine(page, engine_and_plain_hosts):
+    served, bare = page("/pool/instances/served/"), page("/pool/instances/bare/")
+    gpu_card = re.compile(r'data-testid="gpu-card">.*?</article>', re.S)
+    assert ("plain", "92.5 %") in bar_levels(gpu_card.search(served).group(0))  # memory vLLM reserved: no alarm
+    assert ("crit", "92.5 %") in bar_levels(gpu_card.search(bare).group(0))  # nothing reserved it: a problem
+    engine_card = re.search(r'data-testid="engine-card">.*?</article>', served, re.S).group(0)
+    assert bar_levels(engine_card) == [("crit", "95.0 %")]  # the engine's own KV cache is what is judged
+
+    rows = page("/pool/")
+    for instance_id, level in (("served", "plain"), ("bare", "crit")):
+        row = re.search(rf'data-instance-id="{instance_id}">(.*?)</tr>', rows, re.S).group(1)
+        assert (level, "92.5 %") in bar_levels(row), instance_id
+
+
+def test_a_pool_with_engines_shows_its_gpu_memory_plain(page, frozen, gpu_host):
+    gpu_host("served", gpus=[make_gpu(0, **FULL_GPU)], engines=[make_engine(kv_cache_usage_ratio=0.3)])
+    utilisation = re.search(r'aria-label="Utilisation">.*?</section>', page("/pool/"), re.S).group(0)
+    gpu_memory = re.search(r'GPU memory</p>(.*?)</div>', utilisation, re.S).group(1)
+    assert bar_levels(gpu_memory) == [("plain", "92.5 %")]
