@@ -59,3 +59,11 @@ def test_a_pool_with_engines_shows_its_gpu_memory_plain(page, frozen, gpu_host):
     utilisation = re.search(r'aria-label="Utilisation">.*?</section>', page("/pool/"), re.S).group(0)
     gpu_memory = re.search(r'GPU memory</p>(.*?)</div>', utilisation, re.S).group(1)
     assert bar_levels(gpu_memory) == [("plain", "92.5 %")]
+
+
+def test_the_pools_admission_counts_say_what_they_count(page, frozen, gpu_host, cpu_host):
+    cpu_host("a-1")
+    cpu_host("a-2")
+    cpu_host("d-1", admission="degraded")
+    gpu_host("r-1", admission="rejecting")
+    assert by_testid(page("/pool/"), "pool-admission-counts") == ["2 accepting 1 degraded 1 rejecting"]
