@@ -1,0 +1,126 @@
+"""Every page on a phone (390 px) and on a desktop (1440 px), in a real Chromium (issue 31, points 3 to 5).
+
+No page scrolls sideways: long ids, headers and tables wrap or scroll inside
+their own box. The pool's placement panel is measured with a destination
+header of several candidates, the widest line it writes. And what the
+pages say reads right: a chart's time labels stay whole, a chart of a host
+that never reported says so, the API docs follow the dark theme, and the
+placement panel says why it refuses a prompt of -5 tokens instead of keeping
+its old answer.
+
+This module has a ``fleet`` of its own (tests/browser/conftest.py), with
+three more CPU hosts whose addresses make the destination header long.
+"""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Host
+
+pytestmark = pytest.mark.live
+
+WIDTHS = (390, 1440)
+WIDE_HOSTS = [Host(f"wide-node-1{i}", f"10.100.104.21{i}", gpus=False) for i in range(3)]
+
+# The page's width against the screen's, and what reaches past the screen's right edge outside a box
+# that scrolls (the deepest such elements, to say what to mend).
+PAST_THE_EDGE = """() => {
+    const screen = document.documentElement.clientWidth;
+    const scrolls = (el) => {  // inside a box that scrolls or clips, itself within the screen
+        for (let up = el.parentElement; up; up = up.parentElement) {
+            const x = getComputedStyle(up).overflowX;
+            if (["auto", "scroll", "hidden"].includes(x) && up.getBoundingClientRect().right <= screen + 1) return true;
+        }
+        return false;
+    };
+    const past = [];
+    for (const el of document.querySelectorAll("body *")) {
+        const box = el.getBoundingClientRect();
+        if (box.width === 0 || box.right <= screen + 1 || scrolls(el)) continue;
+        if ([...el.children].some((child) => child.getBoundingClientRect().right > screen + 1)) continue;
+        past.push(`${el.tagName.toLowerCase()}.${el.className}: ${Math.round(box.right)} px, ` +
+                  `"${el.textContent.trim().slice(0, 50)}"`);
+    }
+    return {page: document.documentElement.scrollWidth, screen: screen, past: past.slice(0, 8)};
+}"""
+
+
+@pytest.fixture(scope="module")
+def wide_hosts(fleet):
+    """Three more hosts reporting, so the pool's placement answer names several addresses."""
+    for port, host in enumerate(WIDE_HOSTS, start=18011):
+        fleet.hosts.post("/v1/instance/register", {"instance_id": host.instance_id, "host": host.host, "port": port})
+        fleet.hosts.hosts.append(host)
+    return WIDE_HOSTS
+
+
+def pages(fleet):
+    return ["/fleet/", f"/fleet/proxies/{fleet.proxy_id}/", "/fleet/proxies/pool-b/", "/fleet/proxies/pool-gone/",
+            "/pool/", "/pool/?view=cards", "/pool/instances/gpu-node-01/", "/pool/instances/cpu-node-02/",
+            "/pool/instances/old-node-03/", "/agent/", "/api/docs/"]
+
+
+def sized(chromium, fleet, width, theme="light"):
+    from tests.browser.conftest import Browser
+
+    opened = Browser(chromium, fleet.url, theme)
+    opened.page.set_viewport_size({"width": width, "height": 900})
+    opened.log_in()
+    return opened
+
+
+@pytest.fixture
+def at_width(fleet, chromium):
+    """Factory of logged-in browsers of a given width; fails the test on any JavaScript error."""
+    made = []
+
+    def _open(width, theme="light"):
+        made.append(sized(chromium, fleet, width, theme))
+        return made[-1]
+
+    yield _open
+    errors = [error for opened in made for error in opened.errors]
+    for opened in made:
+        opened.close()
+    assert errors == [], f"JavaScript errors: {errors}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_page_is_wider_than_the_screen(fleet, wide_hosts, at_width, width):
+    page = at_width(width).page
+    page.goto("/pool/")
+    destination = page.locator("[data-testid=placement-destination]")
+    for host in wide_hosts:  # the widest line the panel writes: every candidate's address
+        expect(destination).to_contain_text(host.host)
+    for path in pages(fleet):
+        page.goto(path)
+        if page.locator("section[data-charts]").count():  # drawn at their own width
+            expect(page.locator(".chart .uplot, .chart .chart__empty")).to_have_count(
+                page.locator("figure.chart").count())
+        measured = page.evaluate(PAST_THE_EDGE)
+        assert measured["page"] <= width and measured["past"] == [], f"{path} at {width} px: {measured}"
+
+
+# Each drawn chart's x-axis labels: where each is centred and how wide its widest line is, in canvas pixels.
+X_LABELS = """() => {
+    const measure = document.createElement("canvas").getContext("2d");
+    const found = [];
+    for (const group of window.fleetwatchCharts || []) {
+        for (const chart of group.charts) {
+            const u = chart.uplot;
+            if (!u) continue;
+            const axis = u.axes[0];
+            measure.font = axis.font[0];
+            const labels = (axis._values || []).map((text, i) => {
+                const widest = Math.max(...String(text).split("\\n").map((line) => measure.measureText(line).width));
+                const centre = u.valToPos(axis._splits[i], "x", true);
+                return {text: text, left: centre - widest / 2, right: centre + widest / 2};
+            }).filter((label) => label.text !== "");
+            found.push({title: chart.figure.querySelector(".chart__title").textContent.trim(),
+                        canvas: u.ctx.canvas.width, labels: labels});
+        }
+    }
+    return found;
+}"""
