@@ -124,3 +124,18 @@ X_LABELS = """() => {
     }
     return found;
 }"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_time_label_of_a_chart_is_whole_and_one_names_the_day(fleet, at_width, width):
+    page = at_width(width).page
+    for path in ("/pool/", "/pool/instances/gpu-node-01/"):
+        for range_name in ("15m", "24h"):
+            page.goto(f"{path}?range={range_name}")
+            expect(page.locator(".chart .uplot").first).to_be_visible()
+            for chart in page.evaluate(X_LABELS):
+                assert chart["labels"], chart
+                for label in chart["labels"]:
+                    assert label["left"] >= 0 and label["right"] <= chart["canvas"], f"{path} {range_name}: {chart}"
+                dated = [label for label in chart["labels"] if "\n" in label["text"]]
+                assert dated, f"{path} {range_name}: no label says the day: {chart}"
