@@ -156,7 +156,8 @@
         this.empty.className = "chart__empty";
         this.plot.appendChild(this.empty);
       }
-      this.empty.textContent = data.t.length ? "not measured in this range" : "no data in this range yet";
+      // The server says why a range holds no point ("no report for 53 min"); a range with points measured nothing.
+      this.empty.textContent = data.t.length ? "not measured in this range" : (data.empty || "no data in this range yet");
       return;
     }
     if (this.empty) {

@@ -139,3 +139,13 @@ def test_every_time_label_of_a_chart_is_whole_and_one_names_the_day(fleet, at_wi
                     assert label["left"] >= 0 and label["right"] <= chart["canvas"], f"{path} {range_name}: {chart}"
                 dated = [label for label in chart["labels"] if "\n" in label["text"]]
                 assert dated, f"{path} {range_name}: no label says the day: {chart}"
+
+
+def test_a_chart_of_a_host_that_never_reported_says_so(fleet, browser):
+    fleet.hosts.post("/v1/instance/register", {"instance_id": "quiet-node-05", "host": "10.0.4.15", "port": 8005})
+    try:
+        page = browser.page
+        page.goto("/pool/instances/quiet-node-05/")
+        expect(page.locator(".chart__empty").first).to_have_text("no report yet")
+    finally:
+        fleet.hosts.post("/v1/instance/unregister", {"instance_id": "quiet-node-05"})

@@ -67,3 +67,18 @@ def test_the_pools_admission_counts_say_what_they_count(page, frozen, gpu_host, 
     cpu_host("d-1", admission="degraded")
     gpu_host("r-1", admission="rejecting")
     assert by_testid(page("/pool/"), "pool-admission-counts") == ["2 accepting 1 degraded 1 rejecting"]
+
+
+def test_an_empty_chart_says_how_long_the_host_has_been_silent(staff, frozen, cpu_host):
+    cpu_host("gone-1")
+    record_instances()
+    frozen.shift(53 * 60)  # gone for 53 minutes: nothing in the last 15
+    body = staff.get("/pool/instances/gone-1/series?range=15m").json()
+    assert body["t"] == [] and body["empty"] == "no report for 53 min"
+    assert staff.get("/pool/instances/gone-1/series?range=1h").json()["empty"] is None  # its point is in the hour
+
+
+def test_an_empty_chart_of_a_host_that_never_reported_says_so(staff, frozen, register_instance):
+    register_instance("quiet-1")
+    body = staff.get("/pool/instances/quiet-1/series?range=15m").json()
+    assert body["t"] == [] and body["empty"] == "no report yet"
