@@ -149,3 +149,16 @@ def test_a_chart_of_a_host_that_never_reported_says_so(fleet, browser):
         expect(page.locator(".chart__empty").first).to_have_text("no report yet")
     finally:
         fleet.hosts.post("/v1/instance/unregister", {"instance_id": "quiet-node-05"})
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_api_docs_follow_the_theme(fleet, at_width, theme):
+    page = at_width(1440, theme).page
+    page.goto("/api/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Fleetwatch API")
+    assert page.evaluate("document.documentElement.dataset.theme") == theme
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    channels = [int(c) for c in re.findall(r"\d+", background)[:3]]
+    assert (sum(channels) / 3 < 60) == (theme == "dark"), background
+    inverted = page.evaluate("getComputedStyle(document.querySelector('.swagger-ui')).filter")
+    assert ("invert" in inverted) == (theme == "dark"), inverted

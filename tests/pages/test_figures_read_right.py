@@ -82,3 +82,10 @@ def test_an_empty_chart_of_a_host_that_never_reported_says_so(staff, frozen, reg
     register_instance("quiet-1")
     body = staff.get("/pool/instances/quiet-1/series?range=15m").json()
     assert body["t"] == [] and body["empty"] == "no report yet"
+
+
+def test_the_api_docs_take_the_dashboards_theme(page):
+    html = page("/api/docs/")
+    assert 'localStorage.getItem("fw.theme")' in html  # the same choice as the dashboards, before the first paint
+    assert re.search(r'<link rel="stylesheet" href="[^"]*fleetwatch/api-docs\.css">', html)
+    assert "{#" not in html and text_of(html)  # no comment shows as text; still the Swagger page
