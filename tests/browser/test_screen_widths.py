@@ -162,3 +162,18 @@ def test_the_api_docs_follow_the_theme(fleet, at_width, theme):
     assert (sum(channels) / 3 < 60) == (theme == "dark"), background
     inverted = page.evaluate("getComputedStyle(document.querySelector('.swagger-ui')).filter")
     assert ("invert" in inverted) == (theme == "dark"), inverted
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_placement_panel_says_why_it_refuses_a_prompt_and_drops_its_old_answer(fleet, at_width, width):
+    page = at_width(width).page
+    page.goto("/pool/")
+    expect(page.locator("[data-testid=placement-verdict]")).to_be_visible()  # an answer to "any model"
+    page.fill("[data-testid=placement-prompt]", "-5")
+    error = page.locator("[data-testid=placement-error]")
+    expect(error).to_have_text("Not a placement body: prompt tokens: Ensure this value is greater than or equal to 0.")
+    expect(page.locator("[data-testid=placement-verdict]")).to_have_count(0)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.fill("[data-testid=placement-prompt]", "512")  # a good question answers again
+    expect(page.locator("[data-testid=placement-verdict]")).to_be_visible()
+    expect(error).to_have_count(0)
