@@ -17,11 +17,13 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.charts import CHART_AXES, wait_for_charts
 from tests.browser.conftest import Host
 
 pytestmark = pytest.mark.live
 
 WIDTHS = (390, 1440)
+NOT_FOUND = "/pool/instances/no-such-instance/"
 WIDE_HOSTS = [Host(f"wide-node-1{i}", f"10.100.104.21{i}", gpus=False) for i in range(3)]
 
 # The page's width against the screen's, and what reaches past the screen's right edge outside a box
@@ -59,85 +61,37 @@ def wide_hosts(fleet):
 def pages(fleet):
     return ["/fleet/", f"/fleet/proxies/{fleet.proxy_id}/", "/fleet/proxies/pool-b/", "/fleet/proxies/pool-gone/",
             "/pool/", "/pool/?view=cards", "/pool/instances/gpu-node-01/", "/pool/instances/cpu-node-02/",
-            "/pool/instances/old-node-03/", "/agent/", "/api/docs/"]
-
-
-def sized(chromium, fleet, width, theme="light"):
-    from tests.browser.conftest import Browser
-
-    opened = Browser(chromium, fleet.url, theme)
-    opened.page.set_viewport_size({"width": width, "height": 900})
-    opened.log_in()
-    return opened
-
-
-@pytest.fixture
-def at_width(fleet, chromium):
-    """Factory of logged-in browsers of a given width; fails the test on any JavaScript error."""
-    made = []
-
-    def _open(width, theme="light"):
-        made.append(sized(chromium, fleet, width, theme))
-        return made[-1]
-
-    yield _open
-    errors = [error for opened in made for error in opened.errors]
-    for opened in made:
-        opened.close()
-    assert errors == [], f"JavaScript errors: {errors}"
+            "/pool/instances/old-node-03/", "/agent/", "/api/docs/", NOT_FOUND]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_no_page_is_wider_than_the_screen(fleet, wide_hosts, at_width, width):
-    page = at_width(width).page
+def test_no_page_is_wider_than_the_screen(fleet, wide_hosts, open_browser, width):
+    opened = open_browser(width=width)
+    opened.expected_missing.add(NOT_FOUND)  # the browser logs the 404 of the page itself
+    page = opened.page
     page.goto("/pool/")
     destination = page.locator("[data-testid=placement-destination]")
     for host in wide_hosts:  # the widest line the panel writes: every candidate's address
         expect(destination).to_contain_text(host.host)
     for path in pages(fleet):
         page.goto(path)
-        if page.locator("section[data-charts]").count():  # drawn at their own width
-            expect(page.locator(".chart .uplot, .chart .chart__empty")).to_have_count(
-                page.locator("figure.chart").count())
+        wait_for_charts(page)  # drawn at their own width
         measured = page.evaluate(PAST_THE_EDGE)
         assert measured["page"] <= width and measured["past"] == [], f"{path} at {width} px: {measured}"
 
 
-# Each drawn chart's x-axis labels: where each is centred and how wide its widest line is, in canvas pixels.
-X_LABELS = """() => {
-    const measure = document.createElement("canvas").getContext("2d");
-    const found = [];
-    for (const group of window.fleetwatchCharts || []) {
-        for (const chart of group.charts) {
-            const u = chart.uplot;
-            if (!u) continue;
-            const axis = u.axes[0];
-            measure.font = axis.font[0];
-            const labels = (axis._values || []).map((text, i) => {
-                const widest = Math.max(...String(text).split("\\n").map((line) => measure.measureText(line).width));
-                const centre = u.valToPos(axis._splits[i], "x", true);
-                return {text: text, left: centre - widest / 2, right: centre + widest / 2};
-            }).filter((label) => label.text !== "");
-            found.push({title: chart.figure.querySelector(".chart__title").textContent.trim(),
-                        canvas: u.ctx.canvas.width, labels: labels});
-        }
-    }
-    return found;
-}"""
-
-
 @pytest.mark.parametrize("width", WIDTHS)
-def test_every_time_label_of_a_chart_is_whole_and_one_names_the_day(fleet, at_width, width):
-    page = at_width(width).page
+def test_every_time_label_of_a_chart_is_whole_and_one_names_the_day(fleet, open_browser, width):
+    page = open_browser(width=width).page
     for path in ("/pool/", "/pool/instances/gpu-node-01/"):
         for range_name in ("15m", "24h"):
             page.goto(f"{path}?range={range_name}")
             expect(page.locator(".chart .uplot").first).to_be_visible()
-            for chart in page.evaluate(X_LABELS):
-                assert chart["labels"], chart
-                for label in chart["labels"]:
+            for chart in page.evaluate(CHART_AXES):
+                assert chart["times"], chart
+                for label in chart["times"]:
                     assert label["left"] >= 0 and label["right"] <= chart["canvas"], f"{path} {range_name}: {chart}"
-                dated = [label for label in chart["labels"] if "\n" in label["text"]]
+                dated = [label for label in chart["times"] if "\n" in label["text"]]
                 assert dated, f"{path} {range_name}: no label says the day: {chart}"
 
 
@@ -152,8 +106,8 @@ def test_a_chart_of_a_host_that_never_reported_says_so(fleet, browser):
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_the_api_docs_follow_the_theme(fleet, at_width, theme):
-    page = at_width(1440, theme).page
+def test_the_api_docs_follow_the_theme(fleet, open_browser, theme):
+    page = open_browser(theme).page
     page.goto("/api/docs/")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Fleetwatch API")
     assert page.evaluate("document.documentElement.dataset.theme") == theme
@@ -165,8 +119,8 @@ def test_the_api_docs_follow_the_theme(fleet, at_width, theme):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_placement_panel_says_why_it_refuses_a_prompt_and_drops_its_old_answer(fleet, at_width, width):
-    page = at_width(width).page
+def test_the_placement_panel_says_why_it_refuses_a_prompt_and_drops_its_old_answer(fleet, open_browser, width):
+    page = open_browser(width=width).page
     page.goto("/pool/")
     expect(page.locator("[data-testid=placement-verdict]")).to_be_visible()  # an answer to "any model"
     page.fill("[data-testid=placement-prompt]", "-5")
