@@ -124,6 +124,14 @@ def test_it_refuses_a_form_the_api_would_refuse_in_words(page, serving, query, w
     assert candidates(html) == []
 
 
+def test_the_form_leaves_refusing_to_the_server(page, serving):
+    # The browser's own check of min="0" halted a prompt of -5 tokens silently, the old answer left on screen
+    # (issue 31, point 5): the form is not validated by the browser, so the refusal above is shown.
+    serving("a")
+    form = re.search(r'<form id="pool-placement-form"[^>]*>', page("/pool/"), re.S).group(0)
+    assert re.search(r"\snovalidate\b", form), form
+
+
 def test_it_falls_back_to_five_candidates_for_an_unknown_count(page, serving):
     for n in range(7):
         serving(f"i-{n}", host=f"10.0.0.{n + 1}")
