@@ -86,16 +86,14 @@ def percent_text(value, digits=1):
     return MISSING if value is None else f"{value:.{digits}f} %"
 
 
-def in_units(number, ladder, *, signed=False):
-    """``number`` in the first unit of ``ladder`` that it stays below: "512 MiB", "80.0 GiB", "3 min".
+def in_units(number, ladder):
+    """``number`` in the first unit of ``ladder`` that its magnitude stays below: "512 MiB", "80.0 GiB", "28 ms".
 
     ``ladder`` is ``(below, size, unit, digits)`` from the smallest unit up, the
-    last with ``below`` None; ``number / size`` is written with ``digits``. A
-    size is placed by its magnitude, a ``signed`` figure (a duration) as it is.
+    last with ``below`` None; ``number / size`` is written with ``digits``.
     """
-    place = number if signed else abs(number)
     for below, size, unit, digits in ladder:
-        if below is None or place < below:
+        if below is None or abs(number) < below:
             # A tiny negative rounds to zero: "0.0 s", never "-0.0 s".
             shown = number / size if round(number / size, digits) else 0.0
             return f"{shown:.{digits}f} {unit}"

@@ -2,7 +2,8 @@
 
 import json
 
-from controlplane.figures import as_percent
+from controlplane.clock import AGE_UNITS
+from controlplane.figures import as_percent, in_units
 from controlplane.series.history import RANGES
 
 DEFAULT_RANGE = "15m"
@@ -19,16 +20,30 @@ RATIOS = {"memory_used_ratio", "gpu_mem_used_ratio", "kv_cache_usage_ratio", "kv
 
 
 def series_chart_data(series, key, range_name, now):
-    """A stored series (SPEC 9) over ``range_name`` as what a chart group draws, every figure it keeps; ≤ 2 queries.
+    """A stored series (SPEC 9) over ``range_name`` as what a chart group draws, every figure it keeps; ≤ 2 queries
+    (≤ 4 when the range holds no point).
 
     Ratios come out as percent. Pool series also get ``stale`` = total − alive,
-    the count the original's charts show.
+    the count the original's charts show. ``empty`` is what a chart with no
+    point in the range says instead of a line.
     """
     resolution_s, points = series.read(key, range_name, now)
     data = columns(points, series.figures, RATIOS)
     if "alive" in data and "total" in data:
         data["stale"] = [None if a is None or t is None else t - a for a, t in zip(data["alive"], data["total"])]
-    return {"range": range_name, "range_s": RANGES[range_name], "resolution_s": resolution_s, "now": now, **data}
+    empty = None if points else silence(series.last_point_at(key), now - RANGES[range_name], now)
+    return {"range": range_name, "range_s": RANGES[range_name], "resolution_s": resolution_s, "now": now,
+            "empty": empty, **data}
+
+
+def silence(last_point_at, since, now):
+    """Why a range holds no point, as true as the series knows it: no report ever, or none for how long
+    (a host gone for 53 minutes is "no report for 53 min", not "no data yet")."""
+    if last_point_at is None:
+        return "no report yet"
+    if last_point_at < since:
+        return f"no report for {in_units(max(0.0, now - last_point_at), AGE_UNITS)}"
+    return "no data in this range yet"
 
 
 def columns(series_points, figures, ratios=()):

@@ -42,7 +42,10 @@ GIB_UNITS = ((1024, 1, "GiB", 1), (None, 1024, "TiB", 1))
 BYTE_UNITS = ((1024, 1, "B", 0), (1024**2, 1024, "KiB", 1), (1024**3, 1024**2, "MiB", 1), (1024**4, 1024**3, "GiB", 1),
               (1024**5, 1024**4, "TiB", 1), (None, 1024**5, "PiB", 1))
 MBPS_UNITS = ((1000, 1, "Mbit/s", 1), (None, 1000, "Gbit/s", 1))
-DURATION_UNITS = ((10, 1, "s", 1), (120, 1, "s", 0), (7200, 60, "min", 0), (None, 3600, "h", 1))
+# A sub-second latency in milliseconds (an ITL of 0.028 s is "28 ms", not "0.0 s"); from 0.9995 s on
+# it would round to "1000 ms", so it is "1.0 s".
+DURATION_UNITS = ((0.9995, 0.001, "ms", 0), (10, 1, "s", 1), (120, 1, "s", 0), (7200, 60, "min", 0),
+                  (None, 3600, "h", 1))
 
 
 def _number(value):
@@ -54,9 +57,9 @@ def _fixed(number, digits):
     return f"{number:.{digits}f}"
 
 
-def _in_units(value, ladder, **kwargs):
+def _in_units(value, ladder):
     number = _number(value)
-    return MISSING if number is None else in_units(number, ladder, **kwargs)
+    return MISSING if number is None else in_units(number, ladder)
 
 
 @register.filter
@@ -92,11 +95,11 @@ def ratio_pct(value, digits=1):
     return percent_text(as_percent(_number(value)), int(digits))
 
 
-def _unit_filter(name, ladder, description, **kwargs):
+def _unit_filter(name, ladder, description):
     """A filter writing a figure in the unit of ``ladder`` that keeps it readable."""
 
     def write(value):
-        return _in_units(value, ladder, **kwargs)
+        return _in_units(value, ladder)
 
     write.__name__, write.__qualname__, write.__doc__ = name, name, description
     return register.filter(name, write)
@@ -107,7 +110,7 @@ mib = _unit_filter("mib", MIB_UNITS, 'Mebibytes, in the largest unit that keeps 
 gib = _unit_filter("gib", GIB_UNITS, 'Gibibytes: "120.5 GiB", "1.8 TiB".')
 bytes_total = _unit_filter("bytes_total", BYTE_UNITS, 'A byte counter: "1.2 GiB".')
 mbps = _unit_filter("mbps", MBPS_UNITS, 'A rate in megabits per second: "812.5 Mbit/s", "12.4 Gbit/s".')
-seconds = _unit_filter("seconds", DURATION_UNITS, 'A duration: "0.4 s", "12 s", "3 min", "2.5 h".', signed=True)
+seconds = _unit_filter("seconds", DURATION_UNITS, 'A duration: "28 ms", "1.5 s", "12 s", "3 min", "2.5 h".')
 
 
 @register.filter
@@ -229,8 +232,10 @@ def admission_badge(state, status, large=False):
 
 
 @register.simple_tag
-def bar(value, text=None, caption=""):
+def bar(value, text=None, caption="", plain=False):
     """A horizontal bar for a percentage (0–100) and its value; ``text`` replaces the printed value.
+
+    Its colour judges the value (``level``); a ``plain`` bar shows the amount without a judgement.
 
     Plain string building rather than an included template or format_html:
     a pool page draws a few hundred, and only ``text`` and ``caption`` need
@@ -245,9 +250,22 @@ def bar(value, text=None, caption=""):
             f'style="width: 0%"></span></span> <span class="meter__text">{shown}</span></span>')
     filled = width(number)
     return mark_safe(
-        f'<span class="meter">{caption_html}<span class="bar bar--{level(number)}" role="meter" aria-valuemin="0" '
+        f'<span class="meter">{caption_html}<span class="bar bar--{"plain" if plain else level(number)}" '
+        f'role="meter" aria-valuemin="0" '
         f'aria-valuemax="100" aria-valuenow="{filled}"><span class="bar__fill" style="width: {filled}%"></span>'
         f'</span> <span class="meter__text">{shown}</span></span>')
+
+
+@register.simple_tag
+def gpu_memory_bar(value, engines, caption=""):
+    """GPU memory used: judged on a host (or pool) without a serving engine, plain beside one.
+
+    A vLLM engine reserves 90 % of its GPUs' memory for its KV cache as it
+    starts, so a healthy engine host is always near full; what tells of
+    trouble there is the engine's KV cache, which its own bar judges.
+    ``engines``: the engines (or how many), falsy when there are none.
+    """
+    return bar(value, caption=caption, plain=bool(engines))
 
 
 def _spark_path(values, height, width_px):

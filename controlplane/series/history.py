@@ -142,6 +142,14 @@ class Series:
         return (self._of(self.full.objects, key_value).exists()
                 or self._of(self.minutes.objects, key_value).exists())
 
+    def last_point_at(self, key_value):
+        """The epoch seconds of the newest point of ``key_value`` (a rollup's: the end of its minute), or None."""
+        newest = self._of(self.full.objects, key_value).aggregate(newest=Max("t"))["newest"]
+        if newest is not None:
+            return newest
+        minute = self._of(self.minutes.objects, key_value).aggregate(newest=Max("minute"))["newest"]
+        return None if minute is None else minute.timestamp() + 60
+
     def read(self, key_value, range_name, now):
         """``(resolution_s, points)`` of one range, oldest first."""
         range_s = RANGES[range_name]

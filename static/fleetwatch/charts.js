@@ -62,10 +62,32 @@
 
   var COUNT_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+
   function localTime(seconds) {
     var d = new Date(seconds * 1000);
-    var two = function (n) { return (n < 10 ? "0" : "") + n; };
     return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
+
+  // The x axis: "18:20" at each tick ("18:20:10" when ticks are seconds apart), and the day ("Dec 4") under
+  // the first label shown and wherever the day changes. A label that would reach past the chart's edge
+  // is left out (uPlot centres each on its tick, and cuts what the canvas does not hold), so none is clipped.
+  function timeLabels(u, splits, axisIndex, space, increment) {
+    var axis = u.axes[axisIndex];
+    var canvasWidth = u.ctx.canvas.width;  // device pixels, as the font and valToPos(…, true) are
+    measurer.font = axis.font[0];
+    var shownDay = null;
+    return splits.map(function (t) {
+      var d = new Date(t * 1000);
+      var time = two(d.getHours()) + ":" + two(d.getMinutes()) + (increment < 60 ? ":" + two(d.getSeconds()) : "");
+      var day = d.toLocaleDateString(undefined, { month: "short", day: "numeric" });
+      var text = day === shownDay ? time : time + "\n" + day;
+      var half = Math.max(measurer.measureText(time).width, measurer.measureText(day).width) / 2;
+      var centre = u.valToPos(t, "x", true);
+      if (centre - half < 0 || centre + half > canvasWidth) return "";
+      shownDay = day;
+      return text;
+    });
   }
 
   function Chart(figure) {
@@ -109,7 +131,7 @@
         }
       },
       axes: [
-        { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } },
+        { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, space: 60, values: timeLabels },
         {
           stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: axisSize,
           incrs: spec.unit === "" ? COUNT_STEPS : undefined,
@@ -134,7 +156,8 @@
         this.empty.className = "chart__empty";
         this.plot.appendChild(this.empty);
       }
-      this.empty.textContent = data.t.length ? "not measured in this range" : "no data in this range yet";
+      // The server says why a range holds no point ("no report for 53 min"); a range with points measured nothing.
+      this.empty.textContent = data.t.length ? "not measured in this range" : (data.empty || "no data in this range yet");
       return;
     }
     if (this.empty) {

@@ -206,10 +206,10 @@ def patient_expectations():
 
 
 class Browser:
-    """One browser context (a theme, a viewport) and its page; console errors are collected."""
+    """One browser context (a theme, a viewport ``width`` px wide) and its page; console errors are collected."""
 
-    def __init__(self, chromium, base_url, theme="light"):
-        self.context = chromium.new_context(viewport={"width": 1440, "height": 900}, color_scheme=theme,
+    def __init__(self, chromium, base_url, theme="light", width=1440):
+        self.context = chromium.new_context(viewport={"width": width, "height": 900}, color_scheme=theme,
                                             base_url=base_url)
         self.page = self.context.new_page()
         self.errors = []
@@ -253,11 +253,11 @@ def browser(fleet, chromium):
 
 @pytest.fixture
 def open_browser(fleet, chromium):
-    """Factory of further browsers (another theme, nobody logged in), closed afterwards."""
+    """Factory of further browsers (another theme or width, nobody logged in), closed afterwards."""
     made = []
 
-    def _open(theme="light", logged_in=True):
-        opened = Browser(chromium, fleet.url, theme)
+    def _open(theme="light", logged_in=True, width=1440):
+        opened = Browser(chromium, fleet.url, theme, width)
         if logged_in:
             opened.log_in()
         made.append(opened)

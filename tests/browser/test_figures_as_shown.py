@@ -17,6 +17,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.charts import CHART_AXES, wait_for_charts
+
 pytestmark = pytest.mark.live
 
 # Elements whose text must fit: the table cells, every card's figures, badges, chart titles.
@@ -36,34 +38,9 @@ OVERFLOWS = """(selector) => {
     return clipped;
 }"""
 
-# Each drawn chart: its widest y-axis label against the room the axis leaves for labels.
-Y_LABELS = """() => {
-    const measure = document.createElement("canvas").getContext("2d");
-    const found = [];
-    for (const group of window.fleetwatchCharts || []) {
-        for (const chart of group.charts) {
-            const u = chart.uplot;
-            if (!u) continue;
-            const axis = u.axes[1];
-            measure.font = axis.font[0];
-            const labels = axis._values || [];
-            const widest = Math.max(0, ...labels.map((v) => measure.measureText(v).width / uPlot.pxRatio));
-            found.push({title: chart.figure.querySelector(".chart__title").textContent.trim(), labels: labels,
-                        widest: widest, room: axis._size - axis.ticks.size - axis.gap});
-        }
-    }
-    return found;
-}"""
-
-
 def pages_to_measure(fleet):
     return ["/pool/", "/pool/?view=cards", "/fleet/", f"/fleet/proxies/{fleet.proxy_id}/", "/fleet/proxies/pool-b/",
             "/pool/instances/gpu-node-01/", "/agent/"]
-
-
-def wait_for_charts(page):
-    if page.locator("section[data-charts]").count():
-        expect(page.locator(".chart .uplot, .chart .chart__empty")).to_have_count(page.locator("figure.chart").count())
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
@@ -75,7 +52,7 @@ def test_nothing_is_clipped_at_1440_px(fleet, open_browser, theme):
         page.goto(path)
         wait_for_charts(page)
         assert page.evaluate(OVERFLOWS, FITTING) == [], f"{path} ({theme})"
-        for chart in page.evaluate(Y_LABELS):
+        for chart in page.evaluate(CHART_AXES):
             assert chart["labels"] and chart["widest"] <= chart["room"], f"{path} ({theme}): {chart}"
 
 
@@ -83,7 +60,7 @@ def test_the_y_axis_of_a_large_figure_shows_its_labels_whole(fleet, browser):
     page = browser.page
     page.goto("/fleet/proxies/pool-b/")  # 148,000 Mbit/s received
     wait_for_charts(page)
-    network = next(c for c in page.evaluate(Y_LABELS) if c["title"].startswith("Network"))
+    network = next(c for c in page.evaluate(CHART_AXES) if c["title"].startswith("Network"))
     assert any(re.fullmatch(r"\d{3}k", label) for label in network["labels"]), network  # "150k", not "50.0k"
     assert network["widest"] <= network["room"]
 

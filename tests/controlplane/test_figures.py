@@ -82,12 +82,12 @@ SIZES = ((1024, 1, "MiB", 0), (1024**2, 1024, "GiB", 1), (None, 1024**2, "TiB", 
 def test_it_writes_a_number_in_the_unit_that_keeps_it_readable():
     assert [in_units(n, SIZES) for n in (512, 1023.4, 1024, 80 * 1024, 3 * 1024**2)] == [
         "512 MiB", "1023 MiB", "1.0 GiB", "80.0 GiB", "3.0 TiB"]
-    assert in_units(-2048, SIZES) == "-2.0 GiB"  # a size is placed by its magnitude
-    seconds = ((120, 1, "s", 0), (None, 60, "min", 0))
-    assert in_units(-500, seconds, signed=True) == "-500 s"  # a duration as it is
+    assert in_units(-2048, SIZES) == "-2.0 GiB"  # placed by its magnitude, a duration too
+    durations = ((1, 0.001, "ms", 0), (120, 1, "s", 0), (None, 60, "min", 0))
+    assert [in_units(n, durations) for n in (0.028, -0.028, -500)] == ["28 ms", "-28 ms", "-8 min"]
 
 
 def test_a_tiny_negative_is_written_as_zero_without_a_sign():
     tenths = ((None, 1, "s", 1),)
-    assert [in_units(n, tenths, signed=True) for n in (-0.04, -0.0, 0.04, -0.06)] == [
+    assert [in_units(n, tenths) for n in (-0.04, -0.0, 0.04, -0.06)] == [
         "0.0 s", "0.0 s", "0.0 s", "-0.1 s"]

@@ -72,7 +72,7 @@ def test_the_instance_page_has_a_card_per_engine(page, register_instance, report
     ok, failed = cards
     assert ok.startswith("vllm 0 tiny ok http://127.0.0.1:8001 8 waiting · 4 running")
     assert "50.0 %" in ok and "4,096 tokens of KV cache" in ok
-    assert "TTFT p50 / p95 0.2 s / 0.9 s" in ok and "sql" in ok
+    assert "TTFT p50 / p95 200 ms / 900 ms" in ok and "ITL p50 50 ms" in ok and "sql" in ok
     assert by_testid(html, "engine-card-status") == ["ok", "timeout"]
     assert one(html, "engine-error") == "timed out after 500 ms"
     assert "– waiting · – running" in failed

@@ -28,7 +28,13 @@ def test_it_writes_units_people_read():
     assert (f.gib(120.54), f.gib(1843.2)) == ("120.5 GiB", "1.8 TiB")
     assert (f.mbps(812.5), f.mbps(12400)) == ("812.5 Mbit/s", "12.4 Gbit/s")
     assert (f.unit(61, "°C"), f.unit(512.3, "W"), f.unit(1980, "MHz")) == ("61 °C", "512.3 W", "1980 MHz")
-    assert (f.seconds(0.42), f.seconds(12), f.seconds(300), f.seconds(9000)) == ("0.4 s", "12 s", "5 min", "2.5 h")
+    assert (f.seconds(0.42), f.seconds(12), f.seconds(300), f.seconds(9000)) == ("420 ms", "12 s", "5 min", "2.5 h")
+
+
+def test_a_sub_second_latency_reads_in_milliseconds():
+    # An ITL p50 of 0.028 s was "0.0 s" (issue 31, point 4).
+    assert [f.seconds(n) for n in (0.028, 0.0004, 0.2104, 0.9994, 0.9995, 1.5, -0.028)] == [
+        "28 ms", "0 ms", "210 ms", "999 ms", "1.0 s", "1.5 s", "-28 ms"]
     assert f.count(10000) == "10,000"
     assert f.bytes_total(123456789012) == "115.0 GiB"
 

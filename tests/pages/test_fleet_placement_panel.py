@@ -71,7 +71,7 @@ def test_a_pool_without_saturation_ranks_last_with_its_reason(page, pool):
     pool("seen", 8002, saturation=0.5)
     html = page("/fleet/placement")
     assert candidates(html) == ["seen", "blind"]
-    assert candidate_row(html, "blind").endswith("– accepting 0.0 s no_saturation_signal")
+    assert candidate_row(html, "blind").endswith("– accepting 0 ms no_saturation_signal")
 
 
 def test_it_refuses_a_model_name_the_api_would_refuse_in_words(page, pool):

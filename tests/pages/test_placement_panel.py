@@ -46,7 +46,7 @@ def test_it_shows_the_ranking_the_api_answers_on_the_pool_page(page, api, servin
     assert one(html, "placement-counts") == "3 considered · 3 eligible · none excluded"
     assert one(html, "placement-destination") == (
         "x-gateway-destination-endpoint: 10.0.0.2:8000,10.0.0.3:8000,10.0.0.1:8000")
-    assert candidate_row(html, "kv") == "2 kv 10.0.0.3:8000 0.750 0 / 4 60.0 % 0.0 s pressure_from_kv_cache"
+    assert candidate_row(html, "kv") == "2 kv 10.0.0.3:8000 0.750 0 / 4 60.0 % 0 ms pressure_from_kv_cache"
     assert candidate_row(html, "busy").startswith("3 busy 10.0.0.1:8000 0.800 4 / 4 ")
     assert 'href="/pool/instances/idle/"' in html
 
@@ -122,6 +122,14 @@ def test_it_refuses_a_form_the_api_would_refuse_in_words(page, serving, query, w
     html = page(f"/pool/placement?{query}")
     assert words in one(html, "placement-error")
     assert candidates(html) == []
+
+
+def test_the_form_leaves_refusing_to_the_server(page, serving):
+    # The browser's own check of min="0" halted a prompt of -5 tokens silently, the old answer left on screen
+    # (issue 31, point 5): the form is not validated by the browser, so the refusal above is shown.
+    serving("a")
+    form = re.search(r'<form id="pool-placement-form"[^>]*>', page("/pool/"), re.S).group(0)
+    assert re.search(r"\snovalidate\b", form), form
 
 
 def test_it_falls_back_to_five_candidates_for_an_unknown_count(page, serving):

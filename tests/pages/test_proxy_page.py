@@ -38,7 +38,7 @@ def test_it_shows_the_pool_summary_in_full(page, frozen, register_proxy):
     assert one(html, "proxy-status") == "alive" and one(html, "proxy-alive") == "4"
     for shown in ("2 accepting, 1 degraded, 0 rejecting, 4 alive", "3 reporting · 1 without resources",
                   "12 in flight", "3.25 qps · capacity 8 · load 150.0 %", "busiest 88.0 %",
-                  "292.969 GiB", "↓ 1.5 Gbit/s · ↑ 12.5 Mbit/s", "min 0.2 s · max 1.4 s", "8 GPUs",
+                  "292.969 GiB", "↓ 1.5 Gbit/s · ↑ 12.5 Mbit/s", "min 200 ms · max 1.4 s", "8 GPUs",
                   "resource partial load complete", "queue_pressure unavailable"):
         assert shown.replace("292.969 GiB", "293.0 GiB") in text, shown
     assert 'href="http://10.0.0.1:8002/pool/"' in html
