@@ -19,24 +19,16 @@ Proxy's board holds instances. Steps:
 """
 
 import dataclasses
-import enum
 
 import numpy as np
 
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import alive_mask
-from controlplane.endpoints.placement import Decision, Sieve, Verdict, stable_hash
+from controlplane.endpoints.placement import Decision, Rule, Sieve, Verdict, stable_hash
 from controlplane.endpoints.slots import Column, SlotColumns
 
 REASONS = {Verdict.ACCEPT: "lowest_saturation", Verdict.QUEUE: "all_saturated",
            Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_pool"}
-
-
-class Rule(enum.Enum):
-    EXCLUDED = "excluded"
-    STALE = "stale"
-    REJECTING = "rejecting"
-    MODEL = "model"
 
 
 @dataclasses.dataclass(frozen=True)

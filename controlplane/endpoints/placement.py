@@ -33,6 +33,21 @@ class Decision:
         return [] if self.verdict in (Verdict.SHED, Verdict.UNAVAILABLE) else self.ranked
 
 
+class Rule(enum.Enum):
+    """Why an entry was not eligible: the names of ``excluded`` (SPEC 14.1, 14.3). The Proxy checks
+    excluded, stale, fenced, rejecting, gpu_error, model, adapter, signal_stale in that order; the Scheduler
+    excluded, stale, rejecting, model."""
+
+    EXCLUDED = "excluded"
+    STALE = "stale"
+    FENCED = "fenced"
+    REJECTING = "rejecting"
+    GPU_ERROR = "gpu_error"
+    MODEL = "model"
+    ADAPTER = "adapter"
+    SIGNAL_STALE = "signal_stale"
+
+
 REASONS = {Verdict.ACCEPT: "lowest_pressure", Verdict.QUEUE: "all_saturated",
            Verdict.SHED: "all_over_shed_pressure", Verdict.UNAVAILABLE: "no_eligible_instance"}
 
@@ -52,7 +67,7 @@ class Sieve:
         if exclude:
             asked = np.zeros(len(present), dtype=bool)
             asked[[slot_of[key] for key in exclude if key in slot_of]] = True
-            self.drop("excluded", asked)
+            self.drop(Rule.EXCLUDED.value, asked)
 
     def drop(self, rule, failing):
         failed = self.remaining & failing

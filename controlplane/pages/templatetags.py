@@ -191,13 +191,7 @@ def fence_words(reason):
 def level(value):
     """The bar colour of a percentage: ok below 75, warn below 90, crit above."""
     number = _number(value)
-    if number is None:
-        return "none"
-    if number >= CRIT_AT:
-        return "crit"
-    if number >= WARN_AT:
-        return "warn"
-    return "ok"
+    return "none" if number is None else "crit" if number >= CRIT_AT else "warn" if number >= WARN_AT else "ok"
 
 
 @register.filter

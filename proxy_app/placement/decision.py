@@ -39,13 +39,12 @@ the worked examples of ``docs/placement.md`` use it). Steps:
 """
 
 import dataclasses
-import enum
 
 import numpy as np
 
 from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import alive_mask
-from controlplane.endpoints.placement import REASONS, Decision, Sieve, Verdict, stable_hash
+from controlplane.endpoints.placement import REASONS, Decision, Rule, Sieve, Verdict, stable_hash
 from controlplane.endpoints.slots import Column, SlotColumns
 from proxy_app.ingest.engines import engine_pressure
 
@@ -55,19 +54,6 @@ PRESSURE_BITS, RUNNING_BITS, AGE_BITS = 35, 10, 16
 MAX_PRESSURE_MICROS = (1 << PRESSURE_BITS) - 1
 MAX_RUNNING = (1 << RUNNING_BITS) - 1
 MAX_AGE_CENTIS = (1 << AGE_BITS) - 1
-
-
-class Rule(enum.Enum):
-    """Why an instance was not eligible, in the order the rules are checked."""
-
-    EXCLUDED = "excluded"
-    STALE = "stale"
-    FENCED = "fenced"
-    REJECTING = "rejecting"
-    GPU_ERROR = "gpu_error"
-    MODEL = "model"
-    ADAPTER = "adapter"
-    SIGNAL_STALE = "signal_stale"
 
 
 @dataclasses.dataclass(frozen=True)
