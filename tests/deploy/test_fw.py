@@ -1,0 +1,58 @@
+"""``./fw``: its usage names what its commands take, and ``./fw test`` runs both databases whatever the first gives.
+
+``run_tests`` is run as the script defines it (the script sourced, which defines its functions and runs
+nothing) with real pytest runs of a small test file; only its installers (apt packages, PostgreSQL, Redis,
+vLLM) are left out, since this suite runs after them.
+"""
+
+import argparse
+import subprocess
+from pathlib import Path
+
+from controlplane.management.commands.up import Command as Up
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALLERS = ("ensure_packages", "ensure_postgres", "ensure_redis", "ensure_vllm")
+
+# Fails where it runs on SQLite (no DATABASE_URL), passes on PostgreSQL; notes each run.
+FAILS_ON_SQLITE = """
+import os
+from pathlib import Path
+
+def test_a_database_dependent_result():
+    url = os.environ.get("DATABASE_URL", "sqlite")
+    with open(Path(__file__).with_name("runs"), "a") as runs:
+        runs.write(url.split(":")[0] + "\\n")
+    assert url.startswith("postgres")
+"""
+
+
+def run_tests(tmp_path, *pytest_args):
+    skip = "; ".join(f"{name}() {{ :; }}" for name in INSTALLERS)
+    script = f'source ./fw; {skip}; run_tests "$@"'
+    return subprocess.run(["bash", "-c", script, "fw", *pytest_args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_fw_test_runs_postgresql_after_a_failure_on_sqlite_and_sums_up_both(tmp_path):
+    (tmp_path / "test_one.py").write_text(FAILS_ON_SQLITE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    result = run_tests(tmp_path, "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path),
+                       "-p", "no:django", "-p", "no:cacheprovider", "-q", str(tmp_path / "test_one.py"))
+
+    assert (tmp_path / "runs").read_text().split() == ["sqlite", "postgres"], result.stderr
+    assert result.returncode == 1, result.stderr
+    summary = [line for line in result.stderr.splitlines() if line.startswith("fw: ")]
+    assert len(summary) == 2, result.stderr
+    assert summary[0].startswith("fw: SQLite: FAILED (pytest exit 1): 1 failed in "), summary
+    assert summary[1].startswith("fw: PostgreSQL: passed: 1 passed in "), summary
+
+
+def test_its_usage_names_every_option_of_up():
+    usage = subprocess.run(["./fw", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    [up_line] = [line for line in usage.splitlines() if line.strip().startswith("up ")]
+    parser = argparse.ArgumentParser(add_help=False)
+    Up().add_arguments(parser)  # up's own options, without Django's common ones
+    options = {option for action in parser._actions for option in action.option_strings}
+    assert options == {"--host", "--port", "--no-agent", "--workers", "--agent-listen", "--no-migrate"}
+    assert {option for option in options if option not in up_line} == set()
