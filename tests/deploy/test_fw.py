@@ -56,3 +56,10 @@ def test_its_usage_names_every_option_of_up():
     options = {option for action in parser._actions for option in action.option_strings}
     assert options == {"--host", "--port", "--no-agent", "--workers", "--agent-listen", "--no-migrate"}
     assert {option for option in options if option not in up_line} == set()
+
+
+def test_it_tells_the_commands_where_it_was_run_from(tmp_path):
+    # ./fw works in the repository; a relative path on a command line is the caller's (simulate_fleet --json).
+    result = subprocess.run(["bash", "-c", f'source {ROOT}/fw; echo "$FLEETWATCH_CALLER_DIR"; pwd'], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == [str(tmp_path), str(ROOT)], result.stderr
