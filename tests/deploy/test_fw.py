@@ -1,15 +1,12 @@
-"""``./fw``: its usage names what its commands take, and ``./fw test`` runs both databases whatever the first gives.
+"""``./fw test`` runs both databases whatever the first gives; ``./fw`` tells its commands where it was run from.
 
 ``run_tests`` is run as the script defines it (the script sourced, which defines its functions and runs
 nothing) with real pytest runs of a small test file; only its installers (apt packages, PostgreSQL, Redis,
 vLLM) are left out, since this suite runs after them.
 """
 
-import argparse
 import subprocess
 from pathlib import Path
-
-from controlplane.management.commands.up import Command as Up
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLERS = ("ensure_packages", "ensure_postgres", "ensure_redis", "ensure_vllm")
@@ -46,16 +43,6 @@ def test_fw_test_runs_postgresql_after_a_failure_on_sqlite_and_sums_up_both(tmp_
     assert len(summary) == 2, result.stderr
     assert summary[0].startswith("fw: SQLite: FAILED (pytest exit 1): 1 failed in "), summary
     assert summary[1].startswith("fw: PostgreSQL: passed: 1 passed in "), summary
-
-
-def test_its_usage_names_every_option_of_up():
-    usage = subprocess.run(["./fw", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
-    [up_line] = [line for line in usage.splitlines() if line.strip().startswith("up ")]
-    parser = argparse.ArgumentParser(add_help=False)
-    Up().add_arguments(parser)  # up's own options, without Django's common ones
-    options = {option for action in parser._actions for option in action.option_strings}
-    assert options == {"--host", "--port", "--no-agent", "--workers", "--agent-listen", "--no-migrate"}
-    assert {option for option in options if option not in up_line} == set()
 
 
 def test_it_tells_the_commands_where_it_was_run_from(tmp_path):
