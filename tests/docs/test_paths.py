@@ -25,6 +25,8 @@ PACKAGES = ("agent", "controlplane", "proxy_app", "scheduler_app", "simulator")
 CODE = re.compile(r"`([^`\s]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOTTED = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.\w+)+(?::\w+)?$")
+# A file's name (`agent.py` in a table of a package's files) is not a dotted name of the code.
+FILE_SUFFIXES = re.compile(r"\.(py|md|html|js|css|json|toml|txt|conf|prom|service|sh|ya?ml)$")
 
 
 def tracked_roots():
@@ -83,11 +85,15 @@ def resolves(name):
     return False
 
 
+def dotted_names(text):
+    return [name for name in CODE.findall(text) if DOTTED.match(name) and not FILE_SUFFIXES.search(name)]
+
+
 def missing_in(doc):
     text = doc.read_text()
     roots = tracked_roots()
     missing = [path for path in [*named_paths(text, roots), *linked_paths(text, doc)] if not exists(path)]
-    missing += [name for name in CODE.findall(text) if DOTTED.match(name) and not resolves(name)]
+    missing += [name for name in dotted_names(text) if not resolves(name)]
     return sorted(set(missing))
 
 
@@ -102,11 +108,11 @@ def test_it_finds_a_moved_module_a_missing_link_and_a_wrong_dotted_name(tmp_path
                    "[the contract](docs/no-such.md), [up](#up), [site](https://example.org); "
                    "`controlplane.models.RegisteredEndpoint`, `controlplane.api.tokens.Scope`, "
                    "`controlplane.wsgi:application`, `controlplane.wsgi:nothing`; not paths: "
-                   "`/v1/instance/list`, `var/up-tokens.json`, `access.py`.")
+                   "`/v1/instance/list`, `var/up-tokens.json`, `access.py`, `agent.py`.")
     text = doc.read_text()
     roots = tracked_roots()
     assert [path for path in named_paths(text, roots) if not exists(path)] == ["controlplane/liveness.py"]
-    assert [name for name in CODE.findall(text) if DOTTED.match(name) and not resolves(name)] == [
+    assert [name for name in dotted_names(text) if not resolves(name)] == [
         "controlplane.models.RegisteredEndpoint", "controlplane.wsgi:nothing"]
     assert [path for path in linked_paths(text, ROOT / "README.md") if not exists(path)] == ["docs/no-such.md"]
     assert exists("tests/data/engines/vllm-0.32.0-cpu-{busy,idle}.prom")
