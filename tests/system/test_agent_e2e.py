@@ -151,6 +151,8 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     assert agent.running()
     assert agent.get("/healthz").status_code == 200
 
+    # Nothing answers until the server is back: the recovery it logs is after this.
+    back_at = agent.log_offset()
     server.start()
     # A sample taken after the stop can only have been reported to the new process.
     after = wait_for(
@@ -164,7 +166,7 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     # It backed off rather than retrying every report interval, and logged
     # the streak once plus one line on recovery, not once per failure.
     recovered = wait_for(lambda: re.search(r"Proxy reachable again after (\d+) failed attempts over (\d+) s",
-                                           agent.log_since(outage_began)),
+                                           agent.log_since(back_at)),
                          timeout_s=FIRST_REPORT_S, message="the recovery log line")
     failures, seconds = int(recovered[1]), int(recovered[2])
     assert failures >= 2
