@@ -6,6 +6,7 @@ here imports Django (the simulator is a client of the Proxy like any agent).
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -13,6 +14,7 @@ from rich.console import Console
 from simulator import routing
 from simulator.config import RunConfig
 from simulator.display import ProgressView, routing_table, summary_table
+from simulator.hints import GIVE_UP_AFTER_REFUSALS, hints
 from simulator.model import FleetProfile
 from simulator.processes import run_fleet
 from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
@@ -27,19 +29,18 @@ class ConfigError(ValueError):
     """Options that cannot make a run together."""
 
 
-# What to do about a refusal the Proxy's auth gave (SPEC 10), by error kind.
-AUTH_HINTS = {
-    "http_401": ("the Proxy wants a token (auth is on by default): pass --token with one of scope instance, "
-                 "e.g. TOKEN=$(./fw manage create_token --scope instance --name simulator | tail -n 1)"),
-    "http_403": "the Proxy refused the token: it needs scope instance (and, if bound, to these instance ids)",
-}
-
-
 def failure(result):
-    """What the command says when requests failed: their kinds, and what to pass where auth refused them."""
+    """What the command says when requests failed: their kinds, and what to do where the cause is plain."""
     message = f"{result['errors']} request(s) failed: {result['errors_by_kind']}"
-    hints = [hint for kind, hint in AUTH_HINTS.items() if kind in result["errors_by_kind"]]
-    return "; ".join([message, *hints])
+    if result["events"].get("gave_up_refused"):
+        message += f" (stopped: its first {GIVE_UP_AFTER_REFUSALS} requests were all refused)"
+    return "; ".join([message, *hints(result["errors_by_kind"], result["acknowledged"], result["proxy_url"])])
+
+
+def output_path(text):
+    """A path the command writes: a relative one is the caller's, who ran ``./fw`` from their own directory
+    (``./fw`` changes into the repository and exports the caller's as ``FLEETWATCH_CALLER_DIR``)."""
+    return Path(os.environ.get("FLEETWATCH_CALLER_DIR", "")) / text
 
 
 def _bounded(kind, low, below=None):
@@ -182,7 +183,7 @@ def run(options, out):
         console.print(summary_table(result))
     out.write(capture.get())
     if options["json"]:
-        Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
+        output_path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -217,7 +218,7 @@ def run_routing(options, out):
         console.print(routing_table(result))
     out.write(capture.get())
     if options["json"]:
-        Path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
+        output_path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -19,6 +19,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from simulator.hints import hints
 from simulator.stats import REQUESTS, FleetStats
 
 RATE_WINDOW_S = 5.0
@@ -133,6 +134,7 @@ class ProgressView:
             f"   schedule lag p99 {_ms(stats.lag.quantile_ms(0.99))} ms\n",
             ("errors: " + _counts(errors), "red" if errors else ""),
             "\nevents: " + _counts(stats.events),
+            *(("\n" + hint, "yellow") for hint in hints(errors, stats.acknowledged(), config.proxy_url)),
         )
         return Group(*parts, table, foot)
 
@@ -144,7 +146,8 @@ class ProgressView:
                 f"registered={stats.registered} sent={stats.sent()} "
                 f"acknowledged={stats.acknowledged()} errors={sum(stats.errors().values())} "
                 f"snapshots/s={'–' if rate is None else f'{rate:.1f}'} (target {self.target_rate():.1f}) "
-                f"p99={_ms(p99)}ms")
+                f"p99={_ms(p99)}ms"
+                + "".join(f"; {hint}" for hint in hints(stats.errors(), stats.acknowledged(), self.config.proxy_url)))
 
 
 def summary_table(summary: dict):

@@ -31,6 +31,7 @@ from agent.reporter import Backoff
 from simulator import protocol
 from simulator import stats as outcomes
 from simulator.config import RunConfig
+from simulator.hints import AUTH_HINTS, refused_from_the_start
 from simulator.model import Round, build_fleet
 from simulator.protocol import Answer, classify_answer
 from simulator.schedule import DUE_SLACK_S, first_slot, first_slot_ms
@@ -388,4 +389,8 @@ class FleetDriver:
         except aiohttp.ClientError:
             answer = Answer(outcomes.CLIENT_ERROR)
         self.stats.record(request, answer.outcome, time.perf_counter() - started)
+        if answer.outcome in AUTH_HINTS and not self.stopping and refused_from_the_start(self.stats):
+            # Retrying would never end without --duration: stop and say why (the command's error does).
+            self.stats.note("gave_up_refused")
+            self.request_stop()
         return answer

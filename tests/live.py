@@ -159,7 +159,21 @@ class ChildProcess:
         return self.process.returncode
 
     def log(self):
-        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
+        """The log's last 6,000 characters, for failure messages; assertions read ``log_since``."""
+        return self.log_since(0)[-6000:]
+
+    def log_offset(self):
+        """Where the log ends now; ``log_since`` that offset later reads only what was written after it."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def log_since(self, offset):
+        """The whole log from byte ``offset`` on (a ``log_offset()``): a line written before a test's
+        event, or cut off a tail, can neither match nor hide from an assertion about what followed."""
+        if not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
 
 class LiveServer(ChildProcess):

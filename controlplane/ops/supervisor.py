@@ -5,7 +5,9 @@ supervisor, which then stops them in two waves within one grace period
 (``FLEETWATCH_STOP_GRACE_S``): first, all at once, every child but the web
 server (the agent and the link unregister through it), then the web server
 with what is left of the period; whatever has not exited by the end of the
-period is killed. On Linux each child also gets SIGTERM if the supervisor dies.
+period is killed with every process it started (its process group), and
+so is whatever an exited child left running. On Linux each child also gets
+SIGTERM if the supervisor dies.
 
 Written here rather than taken from supervisord, honcho or circus because
 ``up`` needs two things those do not give together in a few lines: a
@@ -69,13 +71,21 @@ class Child:
         return True
 
     def wait_or_kill(self, deadline, monotonic=time.monotonic):
-        """Wait for it until ``deadline`` (monotonic seconds), then kill it."""
+        """Wait for it until ``deadline`` (monotonic seconds), then kill it and every process it started."""
         try:
             self.process.wait(max(0.0, deadline - monotonic()))
         except subprocess.TimeoutExpired:
             log.warning("%s did not stop within the grace period; killing it", self.name)
-            self.process.kill()
+            self.kill_group()
             self.process.wait()
+
+    def kill_group(self):
+        """SIGKILL its session's process group (it leads one: ``start_new_session``), not only itself:
+        granian's workers outlive a killed granian and go on answering on the port it shared with them."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # gone already, and with it every process of its group
+            pass
 
 
 class Supervisor:
@@ -126,6 +136,8 @@ class Supervisor:
                 child.wait_or_kill(deadline)
             if stopping:
                 log.info("stopped %s", ", ".join(child.name for child in stopping))
+        for child in self.children:  # what an exited child left behind (a crashed granian's workers)
+            child.kill_group()
         self.children = []
 
 

@@ -40,6 +40,12 @@ from controlplane.ops.tasks import ensure_schedules
 log = logging.getLogger("fleetwatch.up")
 
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+# How long a stopping granian waits for a worker before killing it. A stopping worker answers nothing
+# new (it closes its listener and its idle keep-alive connections at once) but waits for every
+# connection it holds to end, and one whose client has not finished sending its request head ends
+# only at the header read timeout (FLEETWATCH_WEB_HEADER_TIMEOUT_S, 10 s): on a loaded machine one
+# such connection held ``up``'s stop that long (issue 31). A request already running gets this long.
+WEB_WORKER_STOP_S = 3
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ def web_server_argv(host, port, workers):
     return [
         str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
         "--host", host, "--port", str(port), "--workers", str(workers), "--blocking-threads", "1",
-        "--no-ws", "--log-level", "warning", "--workers-kill-timeout", "10",
+        "--no-ws", "--log-level", "warning", "--workers-kill-timeout", str(WEB_WORKER_STOP_S),
         # Connection limits (docs/security.md, "Slow and hostile clients"): granian's defaults let
         # about 1,100 idle or slow connections shut new clients out (issue 20).
         "--backlog", str(settings.FLEETWATCH_WEB_BACKLOG),

@@ -37,3 +37,16 @@ def test_a_run_until_ctrl_c_has_no_bar_and_no_time_left():
     view = ProgressView(RunConfig(proxy_url="http://127.0.0.1:8000", instances=10))
     assert "left" not in rendered(view, stats_at(30.0))
     assert "left=" not in view.plain_line(stats_at(30.0))
+
+
+def test_a_proxy_it_cannot_reach_is_named_while_nothing_was_acknowledged():
+    view = ProgressView(RunConfig(proxy_url="http://127.0.0.1:8001", instances=10))
+    stats = stats_at(12.0)
+    stats.record("register", "connection_error", 0.001)
+    hint = "nothing answers at http://127.0.0.1:8001: is the Proxy running there?"
+    assert hint in rendered(view, stats)
+    assert hint in view.plain_line(stats)
+
+    # Once the Proxy has answered, a connection error is the Proxy's trouble, not the address.
+    stats.record("register", "ok", 0.001)
+    assert "nothing answers" not in rendered(view, stats) + view.plain_line(stats)

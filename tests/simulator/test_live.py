@@ -152,14 +152,20 @@ def test_it_reports_with_a_bearer_token_when_auth_is_on(simulate, proxy_url, set
     assert sorted(listed(proxy_url, token=secret)) == ["sim-00000", "sim-00001", "sim-00002"]
 
 
-def test_without_a_token_it_counts_the_proxys_refusals(simulate, settings, tmp_path):
+def refused_without_a_token(simulate, settings, tmp_path, *args):
+    """Run with auth on and no token: the command's error, which says what to pass, and its summary."""
     settings.FLEETWATCH_AUTH = True
     with pytest.raises(CommandError, match="http_401") as refused:
-        simulate("--instances", "2", "--interval-ms", "100", "--rounds", "2", "--calm")
+        simulate(*args)
     # The error says what to pass, not only what failed.
     assert "pass --token with one of scope instance" in str(refused.value)
     assert "create_token --scope instance" in str(refused.value)
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    return str(refused.value), json.loads((tmp_path / "summary.json").read_text())
+
+
+def test_without_a_token_it_counts_the_proxys_refusals(simulate, settings, tmp_path):
+    _, summary = refused_without_a_token(simulate, settings, tmp_path,
+                                         "--instances", "2", "--interval-ms", "100", "--rounds", "2", "--calm")
 
     assert summary["acknowledged"] == 0
     assert summary["errors_by_kind"] == {"http_401": summary["sent"]}
@@ -173,12 +179,39 @@ def closed_port():
 
 def test_it_fails_with_the_errors_by_kind_when_the_proxy_is_unreachable(tmp_path):
     path = tmp_path / "summary.json"
-    with pytest.raises(CommandError, match="connection_error"):
-        call_command("simulate_fleet", "--proxy-url", f"http://127.0.0.1:{closed_port()}", "--instances", "2",
+    url = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(CommandError, match="connection_error") as failed:
+        call_command("simulate_fleet", "--proxy-url", url, "--instances", "2",
                      "--interval-ms", "50", "--rounds", "2", "--no-progress", "--json", str(path), stdout=io.StringIO())
+    # It names the address it could not reach (a wrong port is the usual cause).
+    assert f"nothing answers at {url}: is the Proxy running there?" in str(failed.value)
     summary = json.loads(path.read_text())
     assert summary["acknowledged"] == 0
     assert set(summary["errors_by_kind"]) == {"connection_error"}
+
+
+def test_without_a_token_and_without_an_end_it_stops_after_the_first_refusals(simulate, settings, tmp_path):
+    # No --rounds: it would retry for the whole --duration (forever without one), refused every time.
+    message, summary = refused_without_a_token(simulate, settings, tmp_path,
+                                               "--instances", "1", "--interval-ms", "100", "--duration", "600",
+                                               "--calm")
+
+    assert "(stopped: its first 3 requests were all refused)" in message
+    assert summary["events"]["gave_up_refused"] == 1
+    assert summary["errors_by_kind"] == {"http_401": 3}
+    assert summary["elapsed_s"] < 60
+
+
+def test_a_relative_json_path_is_the_callers_of_fw(tmp_path, monkeypatch):
+    # Nothing listens there: the run fails at once, and still writes its summary.
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.setenv("FLEETWATCH_CALLER_DIR", str(caller))
+    with pytest.raises(CommandError):
+        call_command("simulate_fleet", "--proxy-url", f"http://127.0.0.1:{closed_port()}", "--instances", "1",
+                     "--interval-ms", "50", "--rounds", "1", "--no-progress", "--json", "rounds.json",
+                     stdout=io.StringIO())
+    assert json.loads((caller / "rounds.json").read_text())["instances"] == 1
 
 
 def test_a_token_of_the_wrong_scope_gets_a_hint_about_the_scope(simulate, settings):

@@ -124,7 +124,7 @@ def test_it_re_registers_after_the_proxy_loses_its_database(servers, agents):
     assert after["port"] == agent.port
     assert after["resource"]["raw_resource"]["schema_version"] == "resource_snapshot_v1"
     # Through unknown_instance, the path SPEC 2.3 describes for a forgotten instance.
-    log = agent.log()
+    log = agent.log_since(0)
     assert "Proxy does not know instance e2e-wipe" in log
     assert log.count("registered at") == 2
 
@@ -134,6 +134,9 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     agent = agents(server, "e2e-down")
     before = wait_for(lambda: reporting_row(server, "e2e-down"), timeout_s=FIRST_REPORT_S, message="the agent's first reports")
 
+    # The agent's log from here on: on a loaded machine a report can fail (and
+    # recover) before the outage, and that earlier streak's lines must not count.
+    outage_began = agent.log_offset()
     server.stop()
     stopped_at_ms = agent.snapshot()["timestamp_ms"]
     # Several sampling periods go by with the proxy gone: the agent keeps
@@ -148,6 +151,8 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     assert agent.running()
     assert agent.get("/healthz").status_code == 200
 
+    # Nothing answers until the server is back: the recovery it logs is after this.
+    back_at = agent.log_offset()
     server.start()
     # A sample taken after the stop can only have been reported to the new process.
     after = wait_for(
@@ -161,12 +166,13 @@ def test_it_keeps_sampling_while_the_proxy_is_down_and_recovers(servers, agents)
     # It backed off rather than retrying every report interval, and logged
     # the streak once plus one line on recovery, not once per failure.
     recovered = wait_for(lambda: re.search(r"Proxy reachable again after (\d+) failed attempts over (\d+) s",
-                                           agent.log()), timeout_s=FIRST_REPORT_S, message="the recovery log line")
+                                           agent.log_since(back_at)),
+                         timeout_s=FIRST_REPORT_S, message="the recovery log line")
     failures, seconds = int(recovered[1]), int(recovered[2])
     assert failures >= 2
     # Without backoff, a 200 ms report interval would fail five times a second.
     assert failures <= 3 + seconds / 2, (failures, seconds)
-    assert agent.log().count("retrying with backoff") == 1
+    assert agent.log_since(outage_began).count("retrying with backoff") == 1
 
 
 def test_it_unregisters_on_sigterm(servers, agents):

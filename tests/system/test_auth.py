@@ -59,8 +59,10 @@ def test_it_refuses_an_agent_with_a_revoked_token(servers, agents):
         return rows and rows[0]["resource"]["report_seq"]
 
     first = wait_for(reported, timeout_s=DEADLINE_S, message="reports with the agent's token")
+    revoked_at = agent.log_offset()
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "revoke_token", "e2e-agent"], cwd=ROOT,
                    env=server.env(), check=True, capture_output=True, timeout=120)
-    wait_for(lambda: "HTTP 401" in agent.log(), timeout_s=DEADLINE_S, message="the agent to be refused")
+    wait_for(lambda: "HTTP 401" in agent.log_since(revoked_at), timeout_s=DEADLINE_S,
+             message="the agent to be refused")
     assert agent.running()  # it backs off and keeps sampling; it does not crash
     assert reported() >= first

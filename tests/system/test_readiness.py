@@ -46,7 +46,7 @@ def test_it_answers_503_while_the_database_is_down_and_200_after(servers, relaye
     server = servers(roles="scheduler", database=database).start()
     assert wait_for(lambda: readyz(server)[0] == 200, message="ready")
     # up migrated the fresh database, a line per migration as it ran.
-    assert "Applying scheduler_app.0001_initial... OK" in server.log()
+    assert "Applying scheduler_app.0001_initial... OK" in server.log_since(0)
 
     relay.stop()
     status, body = wait_for(lambda: (answer := readyz(server))[0] == 503 and answer, message="503 without the database")
@@ -75,7 +75,7 @@ def test_up_no_migrate_leaves_migrating_to_its_own_step(servers, relayed_databas
     server.start()
     status, body = readyz(server)
     assert status == 503 and body["checks"]["migrations"]["unapplied"] == [f"scheduler_app.{newest}"]
-    assert "--no-migrate: 1 migration(s) not applied" in server.log()
+    assert "--no-migrate: 1 migration(s) not applied" in server.log_since(0)
 
     migrated = manage(database, "migrate")
     assert f"Applying scheduler_app.{newest}... OK" in migrated.stdout

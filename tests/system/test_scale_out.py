@@ -82,7 +82,7 @@ def test_it_serves_one_pool_from_two_processes_behind_nginx(servers, tmp_path):
         assert summary_of(first)["instances"]["with_resource"] == INSTANCES
 
         # One recorder for the pool: the other process's stands by.
-        assert wait_for(lambda: "standing by" in first.log() + second.log(), timeout_s=60,
+        assert wait_for(lambda: "standing by" in first.log_since(0) + second.log_since(0), timeout_s=60,
                         message="one recorder standing by")
         history = requests.get(balancer.url + "/debug/pool_resource/history", params={"range": "15m"},
                                timeout=30).json()["points"]

@@ -1,5 +1,9 @@
 """``manage.py up`` runs every part of the system and stops it cleanly."""
 
+import re
+import socket
+from datetime import datetime
+
 import psutil
 import pytest
 
@@ -67,7 +71,7 @@ def test_it_keeps_running_when_its_local_agent_cannot_start(servers):
         server = servers(agent=True)
         server.agent_listen = f"127.0.0.1:{taken.getsockname()[1]}"
         server.start()
-        wait_for(lambda: "agent exited" in server.log(), timeout_s=DEADLINE_S,
+        wait_for(lambda: "agent exited" in server.log_since(0), timeout_s=DEADLINE_S,
                  message="the agent to give up on its port")
         assert server.process.poll() is None
         assert server.get("/healthz")["ok"] is True
@@ -78,10 +82,38 @@ def test_it_runs_a_proxy_without_a_scheduler_on_its_own(servers):
     server = servers(roles="proxy", env=LIVE_ENV).start()
     assert server.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000}).ok
     # up says so once its web server answers, a moment after /healthz does.
-    wait_for(lambda: "reports to no scheduler" in server.log(), timeout_s=DEADLINE_S,
+    wait_for(lambda: "reports to no scheduler" in server.log_since(0), timeout_s=DEADLINE_S,
              message="up to say there is no scheduler")
     wait_for(lambda: any("qcluster" in c for c in child_commands(server.process)), timeout_s=DEADLINE_S,
              message="the task cluster")
     assert not any("run_link" in c for c in child_commands(server.process))
     assert server.process.poll() is None
     assert server.stop() == 0
+
+
+def stop_times(log):
+    """When up logged each "stopped …" line, by what it names."""
+    found = {}
+    for stamp, names in re.findall(r"^(\S+ \S+) INFO fleetwatch\.up: stopped (.+)$", log, re.MULTILINE):
+        found[names] = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f")
+    return found
+
+
+def test_its_web_server_stops_promptly_while_clients_hold_unfinished_requests(servers):
+    # A header read timeout far beyond the stop: only granian's own limit on a stopping worker ends these.
+    server = servers(roles="proxy", env={**LIVE_ENV, "FLEETWATCH_WEB_HEADER_TIMEOUT_S": "60"}).start()
+    # Enough of them for every worker to hold some: clients part-way through sending their request head.
+    unfinished = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
+    try:
+        for sock in unfinished:
+            sock.sendall(b"POST /v1/instance/resource_snapshot HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        wait_for(lambda: server.get("/healthz")["ok"], timeout_s=DEADLINE_S, message="the server to answer")
+        logged_from = server.log_offset()
+        assert server.stop() == 0
+    finally:
+        for sock in unfinished:
+            sock.close()
+    stopped = stop_times(server.log_since(logged_from))
+    others = [at for names, at in stopped.items() if names != "web"]
+    # Not held until those clients' header read timeout (before issue 31, granian's 10 s per worker).
+    assert (stopped["web"] - max(others)).total_seconds() < 8, stopped
