@@ -36,7 +36,7 @@ def test_a_late_report_commits_the_contact_alone(alive):
 
 
 def test_a_statement_that_fails_leaves_nothing_of_the_report(alive, monkeypatch):
-    broken = lambda vendor: "INSERT INTO no_such_table VALUES (%s)"  # noqa: E731
+    broken = lambda *key: "INSERT INTO no_such_table VALUES (%s)"  # noqa: E731
     monkeypatch.setattr(ingest_sql, "_snapshot_sql", broken)  # SQLite: the last of its three statements
     monkeypatch.setattr(ingest_sql, "_touch_and_store_sql", broken)  # PostgreSQL: its one statement
     with pytest.raises(DatabaseError):
