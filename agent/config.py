@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from urllib.parse import urlsplit
 
 from agent import AGENT_VERSION
@@ -22,66 +22,7 @@ DEFAULT_PROXY_URL = "http://127.0.0.1:8000"
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything the agent can be told. Defaults run a useful agent as is."""
-
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9201
-    proxy_url: str = DEFAULT_PROXY_URL
-    # None: "hp_{advertise_host}:{advertise_port}", the Proxy's own rule for
-    # an instance registered without an id.
-    instance_id: str | None = None
-    token: str | None = None
-    sample_interval_ms: int = 1000
-    report_interval_ms: int = 1000
-    register: bool = True
-    report: bool = True
-    once: bool = False
-    disk_mounts: tuple[str, ...] = ("/",)
-    model_dir: str | None = None
-    # Where the Proxy should find this instance; None: the listen address
-    # (or this host's name when listening on every interface).
-    advertise_host: str | None = None
-    advertise_port: int | None = None
-    gpu_window_ms: int = 5000
-    gpu_temp_degraded_c: float = 85.0
-    min_memory_free_ratio: float = 0.05
-    max_cpu_pct: float = 95.0
-    max_gpu_memory_ratio: float = 0.97
-    http_timeout_s: float = 5.0
-    max_connections: int = 16
-    log_level: str = "INFO"
-    # Serving engines whose /metrics are read on every sample tick (SPEC 13).
-    engine_urls: tuple[str, ...] = ()
-    engine_timeout_ms: int = 500
-    engine_window_ms: int = 10_000
-    max_engine_kv_usage_ratio: float = 0.95
-    max_engine_requests_waiting: int = 32
-    # GPU hardware events (SPEC 13): how long a critical XID keeps a GPU in
-    # error, and from how long an NVML call is taken to be hung.
-    gpu_xid_window_s: float = 300.0
-    nvml_slow_ms: int = 2000
-
-    @property
-    def monitored_mounts(self) -> tuple[str, ...]:
-        """Disk entries of the snapshot: the configured mounts, then the model directory."""
-        mounts = list(self.disk_mounts)
-        if self.model_dir and self.model_dir not in mounts:
-            mounts.append(self.model_dir)
-        return tuple(mounts)
-
-    @property
-    def thresholds(self) -> AdmissionThresholds:
-        return AdmissionThresholds(
-            min_memory_free_ratio=self.min_memory_free_ratio,
-            max_cpu_pct=self.max_cpu_pct,
-            max_gpu_memory_ratio=self.max_gpu_memory_ratio,
-            max_engine_kv_usage_ratio=self.max_engine_kv_usage_ratio,
-            max_engine_requests_waiting=self.max_engine_requests_waiting,
-        )
+DEFAULT_THRESHOLDS = AdmissionThresholds()
 
 
 # --- value parsers (shared by flags and variables) ---------------------------
@@ -180,57 +121,104 @@ class Option:
         return self.env or ENV_PREFIX + self.flag.lstrip("-").replace("-", "_").upper()
 
 
-OPTIONS = (
-    Option("--listen", "listen", parse_listen, "address of the agent's HTTP endpoints (default 127.0.0.1:9201; "
-           "port 0 picks a free port)", "HOST:PORT"),
-    Option("--proxy-url", "proxy_url", parse_url, f"base URL of the Proxy (default {DEFAULT_PROXY_URL})", "URL"),
-    Option("--instance-id", "instance_id", parse_text, "instance id to register and report as "
-           "(default hp_{advertise host}:{advertise port})", "ID"),
-    Option("--token", "token", parse_text, "bearer token sent to the Proxy (prefer the variable: flags show in ps)",
-           "TOKEN"),
-    Option("--sample-interval-ms", "sample_interval_ms", _number(int, 10), "sampling period (default 1000)", "N"),
-    Option("--report-interval-ms", "report_interval_ms", _number(int, 10), "snapshot report period (default 1000)",
-           "N"),
-    Option("--register", "register", parse_bool, "register with the Proxy at start and after it forgets us "
-           "(default on)", kind="bool"),
-    Option("--report", "report", parse_bool, "talk to the Proxy at all; --no-report only serves the HTTP endpoints "
-           "(default on)", kind="bool"),
-    Option("--disk-mount", "disk_mounts", parse_text, "filesystem to report; repeatable (default /); the variable "
-           "takes a comma-separated list", "PATH", kind="list"),
-    Option("--model-dir", "model_dir", parse_text, "model directory; its filesystem is reported too", "PATH"),
-    Option("--advertise-host", "advertise_host", parse_text, "host sent to the Proxy at register", "HOST"),
-    Option("--advertise-port", "advertise_port", parse_port, "port sent to the Proxy at register", "PORT"),
-    Option("--gpu-window-ms", "gpu_window_ms", _number(int, 100), "GPU utilisation averaging window (default 5000)",
-           "N"),
-    Option("--gpu-temp-degraded-c", "gpu_temp_degraded_c", _number(float, 0.0),
-           "GPU temperature from which its health is degraded (default 85)", "C"),
-    Option("--min-memory-free-ratio", "min_memory_free_ratio", _number(float, 0.0, 1.0),
-           "reject admission below this available-memory ratio (default 0.05)", "R"),
-    Option("--max-cpu-pct", "max_cpu_pct", _number(float, 0.0, 100.0),
-           "degrade admission above this CPU utilisation (default 95)", "PCT"),
-    Option("--max-gpu-memory-ratio", "max_gpu_memory_ratio", _number(float, 0.0, 1.0),
-           "degrade admission when any GPU's used/total memory is above this (default 0.97)", "R"),
-    Option("--http-timeout-s", "http_timeout_s", _number(float, 0.1), "timeout of each Proxy request (default 5)",
-           "S"),
-    Option("--max-connections", "max_connections", _number(int, 1, 1024),
-           "concurrent HTTP connections served; more are answered 503 (default 16)", "N"),
-    Option("--log-level", "log_level", parse_log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)", "LEVEL"),
-    Option("--engine-url", "engine_urls", parse_url, "base URL of a serving engine (vLLM, SGLang) whose /metrics is "
-           f"read on every sample tick; repeatable; {ENV_PREFIX}ENGINE_URLS takes a comma-separated list", "URL",
-           kind="list", env=ENV_PREFIX + "ENGINE_URLS"),
-    Option("--engine-timeout-ms", "engine_timeout_ms", _number(int, 10, 60_000),
-           "time limit of one engine scrape (default 500)", "N"),
-    Option("--engine-window-ms", "engine_window_ms", _number(int, 1000, 3_600_000),
-           "window of the engines' rates, ratios and latency quantiles (default 10000)", "N"),
-    Option("--max-engine-kv-usage-ratio", "max_engine_kv_usage_ratio", _number(float, 0.0, 1.0),
-           "degrade admission when an engine's KV cache usage is at least this (default 0.95)", "R"),
-    Option("--max-engine-requests-waiting", "max_engine_requests_waiting", _number(int, 1),
-           "degrade admission when an engine has at least this many requests waiting (default 32)", "N"),
-    Option("--gpu-xid-window-s", "gpu_xid_window_s", _number(float, 1.0),
-           "how long a critical XID error keeps its GPU's health at error (default 300)", "S"),
-    Option("--nvml-slow-ms", "nvml_slow_ms", _number(int, 100, 600_000),
-           "an NVML call taking longer makes its GPU's health degraded (nvml_slow) (default 2000)", "N"),
-)
+def setting(default, flag, parse, help, metavar=None, kind="value", env=None, dest=None):
+    """A field of ``Settings`` and the flag that sets it (its ``Option``; ``dest`` defaults to the field's name)."""
+    return field(default=default, metadata={"option": Option(flag, dest, parse, help, metavar, kind, env)})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the agent can be told, each with its flag. Defaults run a useful agent as is."""
+
+    listen_host: str = setting("127.0.0.1", "--listen", parse_listen, "address of the agent's HTTP endpoints "
+                               "(default 127.0.0.1:9201; port 0 picks a free port)", "HOST:PORT", dest="listen")
+    listen_port: int = 9201  # set by --listen too
+    proxy_url: str = setting(DEFAULT_PROXY_URL, "--proxy-url", parse_url,
+                             f"base URL of the Proxy (default {DEFAULT_PROXY_URL})", "URL")
+    # None: "hp_{advertise_host}:{advertise_port}", the Proxy's own rule for
+    # an instance registered without an id.
+    instance_id: str | None = setting(None, "--instance-id", parse_text, "instance id to register and report as "
+                                      "(default hp_{advertise host}:{advertise port})", "ID")
+    token: str | None = setting(None, "--token", parse_text,
+                                "bearer token sent to the Proxy (prefer the variable: flags show in ps)", "TOKEN")
+    sample_interval_ms: int = setting(1000, "--sample-interval-ms", _number(int, 10), "sampling period (default 1000)",
+                                      "N")
+    report_interval_ms: int = setting(1000, "--report-interval-ms", _number(int, 10),
+                                      "snapshot report period (default 1000)", "N")
+    register: bool = setting(True, "--register", parse_bool, "register with the Proxy at start and after it forgets "
+                             "us (default on)", kind="bool")
+    report: bool = setting(True, "--report", parse_bool, "talk to the Proxy at all; --no-report only serves the HTTP "
+                           "endpoints (default on)", kind="bool")
+    once: bool = False  # --once, a flag of its own (build_parser)
+    disk_mounts: tuple[str, ...] = setting(("/",), "--disk-mount", parse_text, "filesystem to report; repeatable "
+                                           "(default /); the variable takes a comma-separated list", "PATH",
+                                           kind="list")
+    model_dir: str | None = setting(None, "--model-dir", parse_text,
+                                    "model directory; its filesystem is reported too", "PATH")
+    # Where the Proxy should find this instance; None: the listen address
+    # (or this host's name when listening on every interface).
+    advertise_host: str | None = setting(None, "--advertise-host", parse_text, "host sent to the Proxy at register",
+                                         "HOST")
+    advertise_port: int | None = setting(None, "--advertise-port", parse_port, "port sent to the Proxy at register",
+                                         "PORT")
+    gpu_window_ms: int = setting(5000, "--gpu-window-ms", _number(int, 100),
+                                 "GPU utilisation averaging window (default 5000)", "N")
+    gpu_temp_degraded_c: float = setting(85.0, "--gpu-temp-degraded-c", _number(float, 0.0),
+                                         "GPU temperature from which its health is degraded (default 85)", "C")
+    min_memory_free_ratio: float = setting(
+        DEFAULT_THRESHOLDS.min_memory_free_ratio, "--min-memory-free-ratio", _number(float, 0.0, 1.0),
+        "reject admission below this available-memory ratio (default 0.05)", "R")
+    max_cpu_pct: float = setting(DEFAULT_THRESHOLDS.max_cpu_pct, "--max-cpu-pct", _number(float, 0.0, 100.0),
+                                 "degrade admission above this CPU utilisation (default 95)", "PCT")
+    max_gpu_memory_ratio: float = setting(
+        DEFAULT_THRESHOLDS.max_gpu_memory_ratio, "--max-gpu-memory-ratio", _number(float, 0.0, 1.0),
+        "degrade admission when any GPU's used/total memory is above this (default 0.97)", "R")
+    http_timeout_s: float = setting(5.0, "--http-timeout-s", _number(float, 0.1),
+                                    "timeout of each Proxy request (default 5)", "S")
+    max_connections: int = setting(16, "--max-connections", _number(int, 1, 1024),
+                                   "concurrent HTTP connections served; more are answered 503 (default 16)", "N")
+    log_level: str = setting("INFO", "--log-level", parse_log_level, "DEBUG, INFO, WARNING or ERROR (default INFO)",
+                             "LEVEL")
+    # Serving engines whose /metrics are read on every sample tick (SPEC 13).
+    engine_urls: tuple[str, ...] = setting(
+        (), "--engine-url", parse_url, "base URL of a serving engine (vLLM, SGLang) whose /metrics is read on every "
+        f"sample tick; repeatable; {ENV_PREFIX}ENGINE_URLS takes a comma-separated list", "URL", kind="list",
+        env=ENV_PREFIX + "ENGINE_URLS")
+    engine_timeout_ms: int = setting(500, "--engine-timeout-ms", _number(int, 10, 60_000),
+                                     "time limit of one engine scrape (default 500)", "N")
+    engine_window_ms: int = setting(10_000, "--engine-window-ms", _number(int, 1000, 3_600_000),
+                                    "window of the engines' rates, ratios and latency quantiles (default 10000)", "N")
+    max_engine_kv_usage_ratio: float = setting(
+        DEFAULT_THRESHOLDS.max_engine_kv_usage_ratio, "--max-engine-kv-usage-ratio", _number(float, 0.0, 1.0),
+        "degrade admission when an engine's KV cache usage is at least this (default 0.95)", "R")
+    max_engine_requests_waiting: int = setting(
+        DEFAULT_THRESHOLDS.max_engine_requests_waiting, "--max-engine-requests-waiting", _number(int, 1),
+        "degrade admission when an engine has at least this many requests waiting (default 32)", "N")
+    # GPU hardware events (SPEC 13): how long a critical XID keeps a GPU in
+    # error, and from how long an NVML call is taken to be hung.
+    gpu_xid_window_s: float = setting(300.0, "--gpu-xid-window-s", _number(float, 1.0),
+                                      "how long a critical XID error keeps its GPU's health at error (default 300)",
+                                      "S")
+    nvml_slow_ms: int = setting(2000, "--nvml-slow-ms", _number(int, 100, 600_000),
+                                "an NVML call taking longer makes its GPU's health degraded (nvml_slow) "
+                                "(default 2000)", "N")
+
+    @property
+    def monitored_mounts(self) -> tuple[str, ...]:
+        """Disk entries of the snapshot: the configured mounts, then the model directory."""
+        mounts = list(self.disk_mounts)
+        if self.model_dir and self.model_dir not in mounts:
+            mounts.append(self.model_dir)
+        return tuple(mounts)
+
+    @property
+    def thresholds(self) -> AdmissionThresholds:
+        """The admission thresholds: the settings named as ``AdmissionThresholds``' fields (and defaulting to them)."""
+        return AdmissionThresholds(**{f.name: getattr(self, f.name) for f in fields(AdmissionThresholds)})
+
+# The flags in Settings' order: each field's own, named after it unless it says otherwise.
+OPTIONS = tuple(replace(f.metadata["option"], dest=f.metadata["option"].dest or f.name)
+                for f in fields(Settings) if "option" in f.metadata)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import dataclass
+from typing import Callable
 
 from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds, capacity_hint
@@ -20,6 +22,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = "resource_snapshot_v1"
 
 
+@dataclass(eq=False)
 class SnapshotBuilder:
     """Takes one full snapshot from the host sampler, the GPU monitor and the engine scrapers.
 
@@ -29,40 +32,38 @@ class SnapshotBuilder:
     snapshot then has no ``engines`` key (SPEC 13).
     """
 
-    def __init__(self, host_sampler, gpu_monitor, instance_id, hostname,
-                 thresholds: AdmissionThresholds = AdmissionThresholds(), clock_wall_ms=wall_ms, engines=None):
-        self._host = host_sampler
-        self._gpus = gpu_monitor
-        self._engines = engines
-        self._thresholds = thresholds
-        self._wall_ms = clock_wall_ms
-        self.instance_id = instance_id
-        self.hostname = hostname
+    host_sampler: object
+    gpu_monitor: object
+    instance_id: str
+    hostname: str
+    thresholds: AdmissionThresholds = AdmissionThresholds()
+    clock_wall_ms: Callable[[], int] = wall_ms
+    engines: object = None
 
     def take(self) -> dict:
-        if self._engines is not None:
+        if self.engines is not None:
             # Asked first, collected last: a quick engine answers while the
             # host and GPUs are read, a slow one is read on a later tick.
-            self._engines.request()
-        devices = self._host.sample()
-        gpus = self._gpus.sample()
+            self.engines.request()
+        devices = self.host_sampler.sample()
+        gpus = self.gpu_monitor.sample()
         devices["gpu"] = gpus
-        status = self._gpus.status
+        status = self.gpu_monitor.status
         if status == "ok" and not gpus:
             status = "no_gpu"
-        engines = None if self._engines is None else self._engines.objects()
+        engines = None if self.engines is None else self.engines.objects()
         snapshot = {
             "schema_version": SCHEMA_VERSION,
             "agent_version": AGENT_VERSION,
             "instance_id": self.instance_id,
-            "timestamp_ms": self._wall_ms(),
+            "timestamp_ms": self.clock_wall_ms(),
             "hostname": self.hostname,
             "devices": devices,
             # The serving engines' queues and KV caches are under "engines"
             # (SPEC 13); the original's runtime object stays, empty, for compat.
             "runtime": {},
             "gpu_status": status,
-            "capacity_hint": capacity_hint(devices["memory"], devices["cpu"], gpus, self._thresholds, engines),
+            "capacity_hint": capacity_hint(devices["memory"], devices["cpu"], gpus, self.thresholds, engines),
         }
         if engines is not None:
             snapshot["engines"] = engines

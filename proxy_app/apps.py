@@ -2,22 +2,20 @@ import logging
 
 from django.conf import settings
 
-from controlplane.ops.roles import RoleConfig
+from controlplane.ops import roles
 from controlplane.ops.supervisor import ProcessSpec
-from controlplane.ops.tasks import schedule_of
 
 log = logging.getLogger("fleetwatch.up")
 
 
-class ProxyAppConfig(RoleConfig):
-    default = True  # Django's pick among the AppConfigs this module names (RoleConfig too)
+class ProxyAppConfig(roles.RoleConfig):
     name = "proxy_app"
     verbose_name = "Proxy: instances of this pool"
     role = "proxy"
     metrics_collector = "proxy_app.ops.metrics.ProxyCollector"
     readiness_checks = "proxy_app.ops.readiness.checks"
-    periodic_tasks = schedule_of("proxy_app.tasks", sweep_instances=1, delete_expired_instances=10,
-                                 rollup_instance_history=1, prune_instance_history=1)
+    task_minutes = {"sweep_instances": 1, "delete_expired_instances": 10, "rollup_instance_history": 1,
+                    "prune_instance_history": 1}
 
     def up_processes(self, up):
         """What ``manage.py up`` runs for this role besides the web server and the task cluster."""

@@ -4,25 +4,19 @@ from django.db import models
 
 from controlplane.endpoints import liveness
 from controlplane.endpoints.admission import Admission
-from controlplane.endpoints.models import NAME_LENGTH, JSONTextField, RegisteredEndpoint, StatusChangeBase
+from controlplane.endpoints.models import NAME_LENGTH, JSONTextField, RegisteredEndpoint, status_change_model
 from controlplane.series.models import (
     MinuteRollup,
     PoolMinuteRollup,
     PoolSeriesPoint,
     admission_column,
     figure,
-    figure_rollup,
+    rollup_columns,
 )
 from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
 
-class InstanceStatusChange(StatusChangeBase):
-    """A liveness transition of an instance; kept after the instance is deleted."""
-
-    instance_id = models.CharField(max_length=NAME_LENGTH, db_index=True)
-
-    def __str__(self):
-        return f"{self.instance_id}: {self.old_status or '-'} → {self.new_status}"
+InstanceStatusChange = status_change_model("instance", __name__)
 
 
 class Instance(RegisteredEndpoint):
@@ -88,60 +82,61 @@ class InstanceResource(models.Model):
     summary's columns, the lists): the snapshot as sent lives in
     ``InstanceSnapshot`` (with it here, a 6 KB row took a page of its own and a
     read of the pool's figures read 40 MB for 10,000 instances).
+    A column is null where the snapshot did not say (``figure``), never 0.
     """
 
     instance = models.OneToOneField(
         Instance, primary_key=True, on_delete=models.CASCADE, related_name="resource"
     )
-    cpu_util = models.FloatField(null=True, blank=True)
-    memory_used_mb = models.FloatField(null=True, blank=True)
-    memory_total_mb = models.FloatField(null=True, blank=True)
-    memory_free_mb = models.FloatField(null=True, blank=True)
-    memory_free_ratio = models.FloatField(null=True, blank=True)
-    gpu_count = models.IntegerField(null=True, blank=True)
-    gpu_util_avg = models.FloatField(null=True, blank=True)
-    gpu_util_current = models.FloatField(null=True, blank=True)
-    gpu_util_max = models.FloatField(null=True, blank=True)
-    gpu_sample_count = models.BigIntegerField(null=True, blank=True)
-    gpu_sample_age_ms = models.BigIntegerField(null=True, blank=True)
+    cpu_util = figure()
+    memory_used_mb = figure()
+    memory_total_mb = figure()
+    memory_free_mb = figure()
+    memory_free_ratio = figure()
+    gpu_count = figure(models.IntegerField)
+    gpu_util_avg = figure()
+    gpu_util_current = figure()
+    gpu_util_max = figure()
+    gpu_sample_count = figure(models.BigIntegerField)
+    gpu_sample_age_ms = figure(models.BigIntegerField)
     gpu_sample_source = models.CharField(max_length=64, null=True, blank=True)
     gpu_sample_quality = models.CharField(max_length=32, null=True, blank=True)
-    gpu_sample_window_ms = models.BigIntegerField(null=True, blank=True)
-    gpu_mem_used_mb = models.FloatField(null=True, blank=True)
-    gpu_mem_total_mb = models.FloatField(null=True, blank=True)
+    gpu_sample_window_ms = figure(models.BigIntegerField)
+    gpu_mem_used_mb = figure()
+    gpu_mem_total_mb = figure()
     # This project's own verdicts (the compat gpu_sample_* above mean what
     # they mean in the original): the weakest valid GPU's sample count, and
     # ok / partial / invalid over every GPU row.
-    gpu_sample_count_min = models.BigIntegerField(null=True, blank=True)
+    gpu_sample_count_min = figure(models.BigIntegerField)
     gpu_sample_coverage = models.CharField(max_length=16, null=True, blank=True)
-    network_rx_mbps = models.FloatField(null=True, blank=True)
-    network_tx_mbps = models.FloatField(null=True, blank=True)
+    network_rx_mbps = figure()
+    network_tx_mbps = figure()
     # The serving engines of the host (SPEC 13, ``proxy_app.ingest.engines``): queue and
     # KV figures sum or take the maximum over the ``ok`` engines only.
-    engine_count = models.IntegerField(null=True, blank=True)
-    engine_ok_count = models.IntegerField(null=True, blank=True)
+    engine_count = figure(models.IntegerField)
+    engine_ok_count = figure(models.IntegerField)
     engine_status = models.CharField(max_length=32, null=True, blank=True)
     engine_models = JSONTextField(null=True, blank=True, help_text="Sorted, distinct model names (JSON list).")
-    requests_running = models.BigIntegerField(null=True, blank=True)
-    requests_waiting = models.BigIntegerField(null=True, blank=True)
-    kv_cache_usage_ratio = models.FloatField(null=True, blank=True)
-    kv_cache_capacity_tokens = models.BigIntegerField(null=True, blank=True)
-    ttft_p95_s = models.FloatField(null=True, blank=True)
-    engine_sample_age_ms = models.BigIntegerField(null=True, blank=True)
+    requests_running = figure(models.BigIntegerField)
+    requests_waiting = figure(models.BigIntegerField)
+    kv_cache_usage_ratio = figure()
+    kv_cache_capacity_tokens = figure(models.BigIntegerField)
+    ttft_p95_s = figure()
+    engine_sample_age_ms = figure(models.BigIntegerField)
     engine_loras = JSONTextField(null=True, blank=True, help_text="Running LoRA adapters of the ok engines (JSON list).")
-    gpu_error_count = models.IntegerField(null=True, blank=True, help_text="GPUs whose health is error.")
+    gpu_error_count = figure(models.IntegerField, help_text="GPUs whose health is error.")
     # An agent's word: stored lower-cased as sent, so an unknown state is
     # kept rather than refused; the known ones are the Admission choices.
     admission_state = models.CharField(
         max_length=32, null=True, blank=True, db_index=True, choices=Admission.choices
     )
-    resource_ts_ms = models.BigIntegerField(null=True, blank=True)
-    resource_reported_at = models.FloatField(null=True, blank=True)
-    resource_report_monotonic_ms = models.BigIntegerField(null=True, blank=True)
-    resource_report_wall_time_ms = models.BigIntegerField(null=True, blank=True)
+    resource_ts_ms = figure(models.BigIntegerField)
+    resource_reported_at = figure()
+    resource_report_monotonic_ms = figure(models.BigIntegerField)
+    resource_report_wall_time_ms = figure(models.BigIntegerField)
     reported_instance_id = models.CharField(max_length=NAME_LENGTH, null=True, blank=True)
-    agent_snapshot_timestamp_ms = models.BigIntegerField(null=True, blank=True)
-    report_seq = models.BigIntegerField(null=True, blank=True)
+    agent_snapshot_timestamp_ms = figure(models.BigIntegerField)
+    report_seq = figure(models.BigIntegerField)
     # False when the snapshot was an empty object: such an instance is alive
     # but not "reporting" (SPEC 5), and SQL cannot test JSON emptiness portably.
     has_raw_resource = models.BooleanField(default=False)
@@ -231,21 +226,11 @@ class InstanceSample(models.Model):
         indexes = [models.Index(fields=["instance_id", "t"], name="instance_sample_id_t")]
 
 
+@rollup_columns
 class InstanceMinute(MinuteRollup):
     """One minute of one instance: min/avg/max of each figure, the worst admission state."""
 
     instance_id = models.CharField(max_length=NAME_LENGTH)
-    cpu_util_min, cpu_util_avg, cpu_util_max = figure_rollup()
-    memory_used_ratio_min, memory_used_ratio_avg, memory_used_ratio_max = figure_rollup()
-    gpu_util_avg_min, gpu_util_avg_avg, gpu_util_avg_max = figure_rollup()
-    gpu_util_max_min, gpu_util_max_avg, gpu_util_max_max = figure_rollup()
-    gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
-    network_rx_mbps_min, network_rx_mbps_avg, network_rx_mbps_max = figure_rollup()
-    network_tx_mbps_min, network_tx_mbps_avg, network_tx_mbps_max = figure_rollup()
-    requests_waiting_min, requests_waiting_avg, requests_waiting_max = figure_rollup()
-    requests_running_min, requests_running_avg, requests_running_max = figure_rollup()
-    kv_cache_usage_ratio_min, kv_cache_usage_ratio_avg, kv_cache_usage_ratio_max = figure_rollup()
-    admission_state = admission_column()
 
     FIGURES = InstanceSample.FIGURES
     ADMISSION = InstanceSample.ADMISSION

@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from controlplane.endpoints.models import NAME_LENGTH, RegisteredEndpoint, StatusChangeBase
+from controlplane.endpoints.models import NAME_LENGTH, RegisteredEndpoint, status_change_model
 from controlplane.series.models import PoolMinuteRollup, PoolSeriesPoint
 from controlplane.series.pool_summary import summary_columns
 from scheduler_app.managers import ProxyManager
@@ -15,13 +15,7 @@ def default_endpoints():
     return list(DEFAULT_ENDPOINTS)
 
 
-class ProxyStatusChange(StatusChangeBase):
-    """A liveness transition of a proxy; kept after the proxy is deleted."""
-
-    proxy_id = models.CharField(max_length=NAME_LENGTH, db_index=True)
-
-    def __str__(self):
-        return f"{self.proxy_id}: {self.old_status or '-'} → {self.new_status}"
+ProxyStatusChange = status_change_model("proxy", __name__)
 
 
 class Proxy(RegisteredEndpoint):

@@ -177,10 +177,14 @@ def run(options, out):
     view = ProgressView(config, enabled=not options["no_progress"])
     with view:
         stats = run_fleet(config, on_progress=view.update)
-    result = summary(stats, config)
+    return _report(summary(stats, config), summary_table, options, out)
+
+
+def _report(result, table, options, out):
+    """Prints ``table(result)`` on ``out`` (a terminal or not), writes the result to ``--json`` if asked; returns it."""
     console = Console(force_terminal=out.isatty(), width=120)
     with console.capture() as capture:
-        console.print(summary_table(result))
+        console.print(table(result))
     out.write(capture.get())
     if options["json"]:
         output_path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
@@ -203,7 +207,6 @@ def routing_config(options):
 def run_routing(options, out):
     """Run the routing benchmark of ``options``, print its table on ``out``; returns the result."""
     config = routing_config(options)
-    console = Console(force_terminal=out.isatty(), width=120)
 
     def finished(policy, row):
         if not options["no_progress"]:
@@ -214,12 +217,7 @@ def run_routing(options, out):
     except WarmUpError as error:
         raise ConfigError(str(error)) from None
     result["targets"] = verdicts(result["routing"])
-    with console.capture() as capture:
-        console.print(routing_table(result))
-    out.write(capture.get())
-    if options["json"]:
-        output_path(options["json"]).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return _report(result, routing_table, options, out)
 
 
 def routing_failure(result):

@@ -33,10 +33,12 @@ class JSONTextField(models.TextField):
 class StatusChangeBase(models.Model):
     """One liveness transition of an entry (healthchecks' ``Flip``).
 
-    Subclasses add the entry's id column under the entry's own primary-key
-    name (``instance_id``, ``proxy_id``): a plain column, so the history
-    outlives the entry.
+    Made for each kind of entry by ``status_change_model``, which adds the
+    entry's id column under the entry's own primary-key name (``instance_id``,
+    ``proxy_id``): a plain column, so the history outlives the entry.
     """
+
+    entry_id_column = ""  # the name of that column
 
     old_status = models.CharField(max_length=16, blank=True, default="", choices=ChangeStatus.choices)
     new_status = models.CharField(max_length=16, choices=ChangeStatus.choices)
@@ -48,6 +50,23 @@ class StatusChangeBase(models.Model):
     class Meta:
         abstract = True
         ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{getattr(self, self.entry_id_column)}: {self.old_status or '-'} → {self.new_status}"
+
+
+def status_change_model(entry, module):
+    """``<Entry>StatusChange`` of the app ``module``: the transitions of an ``entry`` ("instance", "proxy").
+
+    Its id column is ``<entry>_id``, the entry's primary-key name, indexed.
+    """
+    id_column = f"{entry}_id"
+    return type(f"{entry.capitalize()}StatusChange", (StatusChangeBase,), {
+        "__module__": module,
+        "__doc__": f"A liveness transition of one {entry}; kept after the {entry} is deleted.",
+        "entry_id_column": id_column,
+        id_column: models.CharField(max_length=NAME_LENGTH, db_index=True),
+    })
 
 
 class RegisteredEndpoint(models.Model):

@@ -2,7 +2,7 @@
 
 An app serves a role by declaring it on its AppConfig, along with what the
 shared base collects from it: ``role``, its ``urls`` module (mounted by
-``controlplane.urls``), ``periodic_tasks`` (``controlplane.ops.tasks``),
+``controlplane.urls``), ``task_minutes`` (``controlplane.ops.tasks``),
 ``up_processes(context)`` (``manage.py up``), ``readiness_checks`` (``/readyz``) and ``metrics_collector`` (the
 dotted path of its ``/metrics`` collector). The base never imports an app.
 """
@@ -15,7 +15,7 @@ class RoleConfig(AppConfig):
 
     role = ""
     metrics_collector = ""  # the dotted path of its /metrics collector
-    periodic_tasks = ()  # its PeriodicTasks (ops.tasks.schedule_of)
+    task_minutes = {}  # its periodic tasks: each function of its tasks.py, and the minutes between runs
     readiness_checks = ""  # the dotted path of its /readyz checks: a function of now -> {name: {"ok", ...}}
 
     def up_processes(self, up):

@@ -1,7 +1,7 @@
 """Periodic work of the control planes, scheduled with django-q2.
 
 Each role's app declares its tasks on its AppConfig (``role`` and
-``periodic_tasks``); each task is a thin function in the app's ``tasks.py``
+``task_minutes``); each task is a thin function in the app's ``tasks.py``
 calling one manager method, safe to run twice at once. ``ensure_schedules``
 registers the ones this process's roles need, idempotently (``manage.py up``
 and ``manage.py register_schedules`` call it).
@@ -34,7 +34,8 @@ def schedule_of(module, **minutes):
 
 
 def periodic_tasks(roles):
-    return [task for config in role_apps(roles) for task in config.periodic_tasks]
+    """The periodic tasks of the apps that serve ``roles``: their ``task_minutes``, functions of their ``tasks.py``."""
+    return [task for config in role_apps(roles) for task in schedule_of(f"{config.name}.tasks", **config.task_minutes)]
 
 
 def ensure_schedules(roles):

@@ -5,19 +5,24 @@ from django.db import models
 from controlplane.endpoints.admission import Admission
 
 
-def figure(kind=models.FloatField):
-    """A figure's column in a series point: null where its input was (never 0 for unknown)."""
-    return kind(null=True, blank=True)
-
-
-def figure_rollup():
-    """A figure's three columns in a minute rollup: ``cpu_min, cpu_avg, cpu_max = figure_rollup()``."""
-    return figure(), figure(), figure()
+def figure(kind=models.FloatField, **options):
+    """A reported figure's column: null where its input was (never 0 for unknown); ``options`` go to the field."""
+    return kind(null=True, blank=True, **options)
 
 
 def admission_column():
     """The admission state of a point; in a rollup, the worst of its minute."""
     return models.CharField(max_length=32, null=True, blank=True, choices=Admission.choices)
+
+
+def rollup_columns(model):
+    """Class decorator of a minute rollup: the ``<figure>_min``, ``_avg`` and ``_max`` columns of each of its
+    ``FIGURES``, then its ``ADMISSION`` column, after the columns its class body declares."""
+    for name in model.FIGURES:
+        for part in ("min", "avg", "max"):
+            model.add_to_class(f"{name}_{part}", figure())
+    model.add_to_class(model.ADMISSION, admission_column())
+    return model
 
 
 class PoolSeriesPoint(models.Model):
@@ -59,7 +64,7 @@ class MinuteRollup(models.Model):
 
     ``minute`` is the minute's start; ``samples`` how many full-resolution
     rows it folded; each figure of the series has its ``<figure>_min``,
-    ``_avg`` and ``_max`` columns (``figure_rollup``), and the admission
+    ``_avg`` and ``_max`` columns (``rollup_columns``), and the admission
     column holds the worst state of the minute.
     """
 
@@ -71,22 +76,9 @@ class MinuteRollup(models.Model):
         ordering = ["-minute"]
 
 
+@rollup_columns
 class PoolMinuteRollup(MinuteRollup):
     """A minute of a pool's summaries: the min, mean and max of each figure of ``PoolSeriesPoint``."""
-
-    alive_min, alive_avg, alive_max = figure_rollup()
-    total_min, total_avg, total_max = figure_rollup()
-    with_resource_min, with_resource_avg, with_resource_max = figure_rollup()
-    cpu_avg_min, cpu_avg_avg, cpu_avg_max = figure_rollup()
-    memory_used_ratio_min, memory_used_ratio_avg, memory_used_ratio_max = figure_rollup()
-    gpu_util_avg_min, gpu_util_avg_avg, gpu_util_avg_max = figure_rollup()
-    gpu_mem_used_ratio_min, gpu_mem_used_ratio_avg, gpu_mem_used_ratio_max = figure_rollup()
-    network_rx_mbps_total_min, network_rx_mbps_total_avg, network_rx_mbps_total_max = figure_rollup()
-    network_tx_mbps_total_min, network_tx_mbps_total_avg, network_tx_mbps_total_max = figure_rollup()
-    requests_waiting_total_min, requests_waiting_total_avg, requests_waiting_total_max = figure_rollup()
-    kv_cache_usage_max_min, kv_cache_usage_max_avg, kv_cache_usage_max_max = figure_rollup()
-    saturation_min, saturation_avg, saturation_max = figure_rollup()
-    pool_admission_state = admission_column()
 
     FIGURES = PoolSeriesPoint.FIGURES
     ADMISSION = PoolSeriesPoint.ADMISSION

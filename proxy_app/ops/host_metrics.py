@@ -12,10 +12,10 @@ report is no sample, never 0.
 
 from agent.gpu.health import THROTTLE_BITS
 from controlplane.figures import finite, ratio
+from controlplane.ops.gauges import MBIT, Gauge, GaugeTable, one_of, times
 
 MIB = 2**20
 MHZ = 1_000_000
-MBIT = 1_000_000
 ADMISSION_STATES = ("accepting", "degraded", "rejecting")
 GPU_HEALTH = ("ok", "degraded", "error")
 GPU_LABELS = ("instance_id", "gpu", "UUID", "modelName")
@@ -24,87 +24,78 @@ GPU_LABELS = ("instance_id", "gpu", "UUID", "modelName")
 THROTTLE_REASONS = frozenset(name for _, name in THROTTLE_BITS)
 
 
+def _reported_age(columns, now):
+    reported_at = columns["resource_reported_at"]
+    return None if reported_at is None else max(0.0, now - reported_at)
+
+
+# Read from an instance's resource columns and the scrape's now.
+INSTANCE_GAUGES = (
+    Gauge("cpu_utilization_ratio", "Host CPU busy share, 0-1.", lambda columns, now: ratio(columns["cpu_util"], 100)),
+    Gauge("memory_used_bytes", "Host memory in use (total - available).",
+          lambda columns, now: times(columns["memory_used_mb"], MIB)),
+    Gauge("memory_total_bytes", "Host memory.", lambda columns, now: times(columns["memory_total_mb"], MIB)),
+    Gauge("network_receive_bits_per_second", "Bits received per second, all interfaces.",
+          lambda columns, now: times(columns["network_rx_mbps"], MBIT)),
+    Gauge("network_transmit_bits_per_second", "Bits sent per second, all interfaces.",
+          lambda columns, now: times(columns["network_tx_mbps"], MBIT)),
+    Gauge("admission_state", "1 for the instance's own admission state, 0 for the others.",
+          lambda columns, now: one_of(columns["admission_state"], ADMISSION_STATES), "state"),
+    Gauge("resource_report_age_seconds", "Seconds since the Proxy received its last snapshot.", _reported_age),
+)
+
+
+def _gpu_figure(key, unit=None):
+    """A finite figure of the GPU row, in ``unit``s when given."""
+    if unit is None:
+        return lambda gpu: finite(gpu.get(key))
+    return lambda gpu: times(finite(gpu.get(key)), unit)
+
+
+def _throttle_reasons(gpu):
+    reasons = gpu.get("throttle_reasons")
+    named = {reason if reason in THROTTLE_REASONS else "other" for reason in reasons
+             if isinstance(reason, str)} if isinstance(reasons, list) else ()
+    return {reason: 1.0 for reason in sorted(named)}
+
+
+# Read from a GPU row of an instance's stored snapshot.
+GPU_GAUGES = (
+    Gauge("utilization_ratio", "GPU utilisation over the agent's window, 0-1.",
+          lambda gpu: ratio(finite(gpu.get("utilization_pct")), 100)),
+    Gauge("memory_used_bytes", "GPU frame-buffer memory in use.", _gpu_figure("memory_used_mb", MIB)),
+    Gauge("memory_total_bytes", "GPU frame-buffer memory.", _gpu_figure("memory_total_mb", MIB)),
+    Gauge("temperature_celsius", "GPU core temperature.", _gpu_figure("temperature_c")),
+    Gauge("power_watts", "GPU power draw.", _gpu_figure("power_w")),
+    Gauge("power_limit_watts", "GPU enforced power limit.", _gpu_figure("power_limit_w")),
+    Gauge("sm_clock_hertz", "GPU SM clock.", _gpu_figure("sm_clock_mhz", MHZ)),
+    Gauge("memory_clock_hertz", "GPU memory clock.", _gpu_figure("mem_clock_mhz", MHZ)),
+    Gauge("ecc_uncorrected_volatile_errors", "Uncorrected ECC errors since the driver was loaded.",
+          _gpu_figure("ecc_uncorrected_volatile")),
+    Gauge("xid_errors", "Critical XIDs since the agent started (absent where NVML gives no XID events).",
+          _gpu_figure("xid_count")),
+    Gauge("last_xid", "The code of the newest critical XID since the agent started.", _gpu_figure("xid_last")),
+    Gauge("health", "1 for the GPU's health verdict (the agent's), 0 for the others.",
+          lambda gpu: one_of(gpu.get("health"), GPU_HEALTH), "health"),
+    Gauge("throttle_reason", "1 while this clock-event reason holds the GPU's clocks.", _throttle_reasons, "reason"),
+)
+
+
 class HostFamilies:
     """Gauges of instances and their GPUs; ``make_gauge(name, documentation, labels)`` makes each family."""
 
     def __init__(self, make_gauge):
-        def host(name, documentation, extra=()):
-            return make_gauge("fleetwatch_instance_" + name, documentation, ["instance_id", *extra])
-
-        def gpu(name, documentation, extra=()):
-            return make_gauge("fleetwatch_gpu_" + name, documentation, [*GPU_LABELS, *extra])
-
-        self.cpu = host("cpu_utilization_ratio", "Host CPU busy share, 0-1.")
-        self.memory_used = host("memory_used_bytes", "Host memory in use (total - available).")
-        self.memory_total = host("memory_total_bytes", "Host memory.")
-        self.receive = host("network_receive_bits_per_second", "Bits received per second, all interfaces.")
-        self.transmit = host("network_transmit_bits_per_second", "Bits sent per second, all interfaces.")
-        self.admission = host("admission_state", "1 for the instance's own admission state, 0 for the others.",
-                              ["state"])
-        self.report_age = host("resource_report_age_seconds", "Seconds since the Proxy received its last snapshot.")
-        self.gpu_util = gpu("utilization_ratio", "GPU utilisation over the agent's window, 0-1.")
-        self.gpu_used = gpu("memory_used_bytes", "GPU frame-buffer memory in use.")
-        self.gpu_total = gpu("memory_total_bytes", "GPU frame-buffer memory.")
-        self.gpu_temp = gpu("temperature_celsius", "GPU core temperature.")
-        self.power = gpu("power_watts", "GPU power draw.")
-        self.power_limit = gpu("power_limit_watts", "GPU enforced power limit.")
-        self.sm_clock = gpu("sm_clock_hertz", "GPU SM clock.")
-        self.memory_clock = gpu("memory_clock_hertz", "GPU memory clock.")
-        self.ecc = gpu("ecc_uncorrected_volatile_errors", "Uncorrected ECC errors since the driver was loaded.")
-        self.xids = gpu("xid_errors", "Critical XIDs since the agent started (absent where NVML gives no XID events).")
-        self.last_xid = gpu("last_xid", "The code of the newest critical XID since the agent started.")
-        self.health = gpu("health", "1 for the GPU's health verdict (the agent's), 0 for the others.", ["health"])
-        self.throttle = gpu("throttle_reason", "1 while this clock-event reason holds the GPU's clocks.", ["reason"])
+        self._instances = GaugeTable(make_gauge, "fleetwatch_instance_", ["instance_id"], INSTANCE_GAUGES)
+        self._gpus = GaugeTable(make_gauge, "fleetwatch_gpu_", GPU_LABELS, GPU_GAUGES)
 
     def add_instance(self, instance_id, columns, now):
-        labels = [instance_id]
-        _put(self.cpu, labels, ratio(columns["cpu_util"], 100))
-        _put(self.memory_used, labels, _times(columns["memory_used_mb"], MIB))
-        _put(self.memory_total, labels, _times(columns["memory_total_mb"], MIB))
-        _put(self.receive, labels, _times(columns["network_rx_mbps"], MBIT))
-        _put(self.transmit, labels, _times(columns["network_tx_mbps"], MBIT))
-        if columns["admission_state"] in ADMISSION_STATES:
-            for state in ADMISSION_STATES:
-                self.admission.add_metric([instance_id, state], 1.0 if columns["admission_state"] == state else 0.0)
-        reported_at = columns["resource_reported_at"]
-        _put(self.report_age, labels, None if reported_at is None else max(0.0, now - reported_at))
+        self._instances.add([instance_id], columns, now)
 
     def add_gpu(self, instance_id, index, gpu):
-        labels = [instance_id, index, _text(gpu.get("uuid")), _text(gpu.get("name"))]
-        _put(self.gpu_util, labels, ratio(finite(gpu.get("utilization_pct")), 100))
-        _put(self.gpu_used, labels, _times(finite(gpu.get("memory_used_mb")), MIB))
-        _put(self.gpu_total, labels, _times(finite(gpu.get("memory_total_mb")), MIB))
-        _put(self.gpu_temp, labels, finite(gpu.get("temperature_c")))
-        _put(self.power, labels, finite(gpu.get("power_w")))
-        _put(self.power_limit, labels, finite(gpu.get("power_limit_w")))
-        _put(self.sm_clock, labels, _times(finite(gpu.get("sm_clock_mhz")), MHZ))
-        _put(self.memory_clock, labels, _times(finite(gpu.get("mem_clock_mhz")), MHZ))
-        _put(self.ecc, labels, finite(gpu.get("ecc_uncorrected_volatile")))
-        _put(self.xids, labels, finite(gpu.get("xid_count")))
-        _put(self.last_xid, labels, finite(gpu.get("xid_last")))
-        if gpu.get("health") in GPU_HEALTH:
-            for health in GPU_HEALTH:
-                self.health.add_metric([*labels, health], 1.0 if gpu["health"] == health else 0.0)
-        reasons = gpu.get("throttle_reasons")
-        named = {reason if reason in THROTTLE_REASONS else "other" for reason in reasons
-                 if isinstance(reason, str)} if isinstance(reasons, list) else ()
-        for reason in sorted(named):
-            self.throttle.add_metric([*labels, reason], 1.0)
+        self._gpus.add([instance_id, index, _text(gpu.get("uuid")), _text(gpu.get("name"))], gpu)
 
     def families(self):
-        return (self.cpu, self.memory_used, self.memory_total, self.receive, self.transmit, self.admission,
-                self.report_age, self.gpu_util, self.gpu_used, self.gpu_total, self.gpu_temp, self.power,
-                self.power_limit, self.sm_clock, self.memory_clock, self.ecc, self.xids, self.last_xid, self.health,
-                self.throttle)
-
-
-def _put(family, labels, value):
-    if value is not None:
-        family.add_metric(labels, value)
-
-
-def _times(value, unit):
-    return None if value is None else value * unit
+        return (*self._instances.families(), *self._gpus.families())
 
 
 def _text(value):

@@ -21,6 +21,7 @@ from controlplane import clock
 from controlplane.endpoints import liveness
 from controlplane.endpoints.liveness import Status
 from controlplane.figures import finite
+from controlplane.ops.gauges import put
 from controlplane.ops.pool_metrics import PoolFamilies
 from proxy_app.ingest.engines import figures_by_model
 from proxy_app.models import Instance, InstanceResource, PoolResource, SchedulerLinkState
@@ -180,6 +181,5 @@ def _gpus(snapshot):
 def _add(labels, *samples):
     """Add each ``(family, value)`` sample under ``labels``; an unknown value is no sample, never 0."""
     for family, value in samples:
-        if value is not None:
-            family.add_metric(labels, value)
+        put(family, labels, value)
 

@@ -114,7 +114,7 @@ def test_it_degrades_admission_on_a_long_queue(busy_vllm, source, clock):
     try:
         engines.prime()
         strict = builder(source, clock, engines)
-        strict._thresholds = Settings(max_engine_requests_waiting=8).thresholds
+        strict.thresholds = Settings(max_engine_requests_waiting=8).thresholds
         hint = strict.take()["capacity_hint"]
     finally:
         engines.stop()

@@ -81,3 +81,8 @@ def read_errors():
 def write_errors():
     """What any write (POST) of the API can answer besides its own answers."""
     return {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
+
+
+def besides(answers, errors):
+    """An operation's ``answers`` first, then each of ``errors`` for a status it does not answer itself."""
+    return {**answers, **{status: error for status, error in errors.items() if status not in answers}}

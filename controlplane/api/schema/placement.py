@@ -5,15 +5,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, Polymorphic
 from rest_framework import serializers
 
 from controlplane.api.placement import DESTINATION_HEADER
-from controlplane.api.schema.errors import (
-    BAD_REQUEST,
-    DATABASE_UNAVAILABLE,
-    FORBIDDEN,
-    METHOD_NOT_ALLOWED,
-    PAYLOAD_TOO_LARGE,
-    UNAUTHORIZED,
-    UNSUPPORTED_MEDIA_TYPE,
-)
+from controlplane.api.schema.errors import DATABASE_UNAVAILABLE, UNSUPPORTED_MEDIA_TYPE, besides, read_errors
 
 VERDICTS = ["accept", "queue", "shed", "unavailable"]
 RULES_HELP = "How many were not eligible, per rule (only rules that left some out)."
@@ -52,12 +44,10 @@ def placement_operation(operation_id, summary, description, request, answer, tag
         operation_id=operation_id, summary=summary, tags=tags,
         description=f"{description}\n\nNeeds a token of scope `route` or `read`. Never rate limited.",
         parameters=headers, request=request,
-        responses={
+        responses=besides({
             200: OpenApiResponse(answer, description="accept or queue: candidates, best first."),
             429: OpenApiResponse(answer, description="shed: every eligible one is over the shed pressure."),
             503: OpenApiResponse(unavailable, description="unavailable: nothing eligible; or the database is down."),
-            400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 405: METHOD_NOT_ALLOWED,
-            413: PAYLOAD_TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE,
-        },
+        }, {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE}),
         extensions={"x-token-scope": "route or read"},
     )

@@ -110,52 +110,53 @@ class InstanceId(InstanceIdSerializer):
     """The instance to remove."""
 
 
-def read(description):
-    """A member the Proxy reads: any JSON is accepted, a value that is not a finite number is null."""
-    return {"description": description}
-
-
 def shape(description, **members):
-    """Where the Proxy looks inside a member; no type, so any other JSON is accepted there too."""
-    return {"description": description, "properties": members}
+    """Where the Proxy looks inside a member; no type, so any other JSON is accepted there too.
+
+    A member given by its description alone is one the Proxy reads: any JSON is accepted, a value that is not a
+    finite number is null. Any other member is a schema of its own (a nested ``shape``).
+    """
+    return {"description": description, "properties": {
+        name: {"description": member} if isinstance(member, str) else member for name, member in members.items()
+    }}
 
 
 GPU_ROW = shape(
     "One GPU. Invalid when `utilization_sample_ok` is false or its quality is invalid, failed, error, "
     "command_error, parse_error or unsupported.",
-    utilization_pct_avg=read("% (window average); else `utilization_pct`, `utilization_gpu_pct`, `gpu_util`, `util`."),
-    utilization_pct=read("% (= the window average)."),
-    utilization_pct_current=read("% now → gpu_util_current."),
-    utilization_pct_max=read("% window maximum → gpu_util_max."),
-    utilization_sample_ok=read("Boolean."),
-    utilization_sample_quality=read("`ok`, or why not."),
-    utilization_sample_count=read("Integer → gpu_sample_count (summed)."),
-    utilization_sample_timestamp_ms=read("Integer epoch ms of the newest sample → gpu_sample_age_ms."),
-    utilization_window_ms=read("Integer → gpu_sample_window_ms."),
-    utilization_source=read("`nvml` → gpu_sample_source."),
-    memory_used_mb=read("MiB → gpu_mem_used_mb (summed)."),
-    memory_total_mb=read("MiB → gpu_mem_total_mb (summed)."),
+    utilization_pct_avg="% (window average); else `utilization_pct`, `utilization_gpu_pct`, `gpu_util`, `util`.",
+    utilization_pct="% (= the window average).",
+    utilization_pct_current="% now → gpu_util_current.",
+    utilization_pct_max="% window maximum → gpu_util_max.",
+    utilization_sample_ok="Boolean.",
+    utilization_sample_quality="`ok`, or why not.",
+    utilization_sample_count="Integer → gpu_sample_count (summed).",
+    utilization_sample_timestamp_ms="Integer epoch ms of the newest sample → gpu_sample_age_ms.",
+    utilization_window_ms="Integer → gpu_sample_window_ms.",
+    utilization_source="`nvml` → gpu_sample_source.",
+    memory_used_mb="MiB → gpu_mem_used_mb (summed).",
+    memory_total_mb="MiB → gpu_mem_total_mb (summed).",
 )
 RESOURCE_SNAPSHOT = shape(
     "The agent's `resource_snapshot_v1` (SPEC 2.2), stored as sent in `raw_resource` and normalised into the "
     "columns of SPEC 3.1. Any object is accepted: a value that is not a finite number reads as null, never 0, "
     "and a malformed part never rejects the report. The members below are the ones read.",
-    schema_version=read("`resource_snapshot_v1`."),
-    timestamp_ms=read("Integer epoch milliseconds of the sample → resource_ts_ms."),
+    schema_version="`resource_snapshot_v1`.",
+    timestamp_ms="Integer epoch milliseconds of the sample → resource_ts_ms.",
     devices=shape(
         "The host's devices.",
-        cpu=shape("CPU.", utilization_pct=read("% → cpu_util.")),
-        memory=shape("Memory (MiB).", used_mb=read("→ memory_used_mb."), total_mb=read("→ memory_total_mb."),
-                     free_mb=read("Available → memory_free_mb.")),
+        cpu=shape("CPU.", utilization_pct="% → cpu_util."),
+        memory=shape("Memory (MiB).", used_mb="→ memory_used_mb.", total_mb="→ memory_total_mb.",
+                     free_mb="Available → memory_free_mb."),
         network={"description": "Interfaces, the default route's first.", "items": shape(
-            "An interface (the first is read).", rx_mbps=read("Mbit/s → network_rx_mbps."),
-            tx_mbps=read("Mbit/s → network_tx_mbps."))},
+            "An interface (the first is read).", rx_mbps="Mbit/s → network_rx_mbps.",
+            tx_mbps="Mbit/s → network_tx_mbps.")},
         gpu={"description": "GPUs; [] is a host without GPUs (gpu_count 0), absent is unknown.", "items": GPU_ROW},
     ),
     capacity_hint=shape(
         "The agent's verdict.",
-        memory_free_ratio=read("free / total → memory_free_ratio (else computed)."),
-        admission_state=read("accepting, degraded or rejecting → admission_state (lower-cased)."),
+        memory_free_ratio="free / total → memory_free_ratio (else computed).",
+        admission_state="accepting, degraded or rejecting → admission_state (lower-cased).",
     ),
 )
 
@@ -167,12 +168,12 @@ class ResourceSnapshotField(JSONObjectField):
 
 REPORT_METADATA = shape(
     "How the agent reported (SPEC 2.3); absent or null is {}. Any object is accepted.",
-    reported_instance_id=read("→ reported_instance_id."),
-    report_monotonic_ms=read("Integer → resource_report_monotonic_ms."),
-    report_wall_time_ms=read("Integer epoch ms → resource_report_wall_time_ms."),
-    agent_snapshot_timestamp_ms=read("Integer epoch ms → agent_snapshot_timestamp_ms."),
-    report_seq=read("Integer, one more per report → report_seq. A report with a lower one than the stored "
-                    "report's (unless its wall time is newer) is late: answered `stale` and not stored."),
+    reported_instance_id="→ reported_instance_id.",
+    report_monotonic_ms="Integer → resource_report_monotonic_ms.",
+    report_wall_time_ms="Integer epoch ms → resource_report_wall_time_ms.",
+    agent_snapshot_timestamp_ms="Integer epoch ms → agent_snapshot_timestamp_ms.",
+    report_seq="Integer, one more per report → report_seq. A report with a lower one than the stored "
+               "report's (unless its wall time is newer) is late: answered `stale` and not stored.",
 )
 
 

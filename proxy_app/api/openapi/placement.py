@@ -11,14 +11,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from controlplane.api.placement import DESTINATION_HEADER, MAX_EXCLUDE, MODEL_LENGTH, VERDICT_HEADER
-from controlplane.api.schema.errors import (
-    BAD_REQUEST,
-    DATABASE_UNAVAILABLE,
-    FORBIDDEN,
-    METHOD_NOT_ALLOWED,
-    PAYLOAD_TOO_LARGE,
-    UNAUTHORIZED,
-)
+from controlplane.api.schema.errors import FORBIDDEN, besides, read_errors
 from controlplane.api.schema.operations import write_operation
 from controlplane.api.schema.placement import answer_fields, placement_operation
 from controlplane.endpoints.models import NAME_LENGTH
@@ -147,12 +140,10 @@ endpoint_schema = extend_schema(
         "POST's answer.\n\nNeeds a token of scope `route` or `read`. Never rate limited."
     ),
     parameters=endpoint_parameters(), request=None,
-    responses={
+    responses=besides({
         200: OpenApiResponse(InstancePlacement, description="accept or queue: candidates, best first."),
         403: OpenApiResponse(REFUSED, description="shed or unavailable (`x-fleetwatch-verdict`), or a token of "
                                                   "another scope."),
-        400: BAD_REQUEST, 401: UNAUTHORIZED, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE,
-        503: DATABASE_UNAVAILABLE,
-    },
+    }, read_errors()),
     extensions={"x-token-scope": "route or read"},
 )
