@@ -13,6 +13,8 @@ import requests
 from tests.factories import make_snapshot
 from tests.live import wait_for
 from tests.outages import outage_on_suite_backend
+from tests.system.test_keep_alive import (PADDED, REGISTER, ROUNDS, SNAPSHOT, UNKNOWN_TOKEN,
+                                          kept_alive_rounds)
 
 pytestmark = pytest.mark.live
 
@@ -56,3 +58,14 @@ def test_it_answers_503_through_an_outage_and_recovers_without_a_restart(servers
     # Once per web process (two), not once per refused request.
     assert 1 <= log.count("database unavailable (") <= 2, log
     assert 1 <= log.count("database reachable again after") <= 2, log
+
+
+@pytest.mark.parametrize("path", [SNAPSHOT, REGISTER], ids=["hot lane", "django"])
+def test_a_keep_alive_client_loses_no_request_after_an_outage_503(servers, outage, path):
+    # The token is looked up before the body is read: in an outage that lookup is the 503 (issue 30).
+    server = servers(roles="proxy", database=outage.database, env={**LIVE_ENV, **outage.env}).start()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {UNKNOWN_TOKEN}"}
+    outage.cut()
+    answers = kept_alive_rounds(server.port, "POST", path, headers, PADDED)
+    outage.restore()
+    assert answers == [503, 200] * ROUNDS
