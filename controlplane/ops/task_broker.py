@@ -6,12 +6,13 @@ cluster's sentinel starts another, logging ``CRITICAL reincarnated pusher …
 after sudden death``: twice in a 12 s PostgreSQL outage, once after the
 database was back. ``PatientORM`` (``Q_CLUSTER["broker_class"]``) waits an
 outage out instead: a ``dequeue`` that finds no database finds no task, and
-the pusher polls on. The sentinel's scheduler and the monitor catch their own
-errors and log them with a traceback; ``DatabaseOutageFilter`` on the
-``django-q`` logger (``controlplane.ops.logs``) turns those into the
-outage's one warning. The pusher ends its outage at its first look that
-answers, every other process of the cluster at the first connection it
-opens again.
+the pusher polls on. It can also be made in an outage: the sentinel makes
+one as it starts, and an outage then ended the whole cluster, and ``up``
+with it. The sentinel's scheduler and the monitor catch their own errors and
+log them with a traceback; ``DatabaseOutageFilter`` on the ``django-q``
+logger (``controlplane.ops.logs``) turns those into the outage's one
+warning. The pusher ends its outage at its first look that answers, every
+other process of the cluster at the first connection it opens again.
 Only with the ORM broker: with Redis the queue lives outside the database.
 """
 
@@ -19,6 +20,8 @@ import time
 
 from django.db.backends.signals import connection_created
 from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.models import OrmQ
 
 from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
 from controlplane.ops.logs import TASK_CLUSTER_OUTAGE as OUTAGE
@@ -37,6 +40,16 @@ class PatientORM(ORM):
         super().__init__(*args, **kwargs)
         self.sleep = sleep
         connection_created.connect(_connected, dispatch_uid="fleetwatch.task_broker")
+
+    @staticmethod
+    def get_connection(list_key=None):
+        """The queue's queryset; in an outage too. django-q2's looks at the connection first and raised there,
+        and every broker is made through it: an outage while the cluster starts ended its sentinel, and ``up``
+        with it. The queries made on the queryset meet the outage themselves."""
+        try:
+            return ORM.get_connection(list_key)
+        except DATABASE_UNAVAILABLE:
+            return OrmQ.objects.using(Conf.ORM)
 
     def dequeue(self):
         try:

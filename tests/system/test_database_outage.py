@@ -94,31 +94,29 @@ def test_a_keep_alive_client_loses_no_request_after_an_outage_503(servers, outag
     assert answers == [503, 200] * ROUNDS
 
 
-def test_every_process_says_once_that_the_database_is_away_and_once_that_it_is_back(servers, outage):
-    # Both roles, so the link runs too; it heartbeats every second, the recorder ticks every second.
-    server = servers(roles="proxy,scheduler", database=outage.database,
-                     env={**LIVE_ENV, **outage.env, "FLEETWATCH_PROXY_HEARTBEAT_S": "1"}).start()
-    wait_for(lambda: requests.get(server.url + "/readyz", timeout=10).status_code == 200, timeout_s=90,
-             message="the recorder and the link at work")
+def through_an_outage(server, outage):
+    """Cut the database, wait until every process of ``up`` has said so, restore it, wait until each has said
+    it is back; everything logged meanwhile."""
     start = server.log_path.stat().st_size
 
     def since_start():
         return server.log_path.read_bytes()[start:].decode(errors="replace")
 
-    def said(kinds):
+    def said_away():
         told = {lines[0] for lines in outage_lines(since_start()).values()}
-        return all(WAITS[kind] in told for kind in kinds)
+        return set(WAITS.values()) <= told
 
     outage.cut()
-    wait_for(lambda: report(server, 2).status_code == 503 and said(WAITS), timeout_s=90,
+    wait_for(lambda: report(server, 2).status_code == 503 and said_away(), timeout_s=90,
              message="every process to find the database away")
     outage.restore()
     wait_for(lambda: report(server, 3).status_code == 200 and all(
         lines[-1] == "back" for lines in outage_lines(since_start()).values()), timeout_s=120,
         message="every process to find it back")
+    return since_start()
 
-    text = since_start()
-    assert server.running()
+
+def assert_each_said_it_once(text):
     assert "Traceback" not in text and "CRITICAL" not in text, text
     lines = outage_lines(text)
     assert all(said[1:] == ["back"] and said[0] in WAITS.values() for said in lines.values()), lines
@@ -126,3 +124,27 @@ def test_every_process_says_once_that_the_database_is_away_and_once_that_it_is_b
     for kind in ("link", "recorder"):
         assert told.count(WAITS[kind]) == 1, told
     assert 1 <= told.count(WAITS["web"]) <= 2 and told.count(WAITS["tasks"]) >= 1, told
+
+
+# Both roles, so the link runs too; it heartbeats every second, the recorder ticks every second.
+EVERY_PROCESS = {"roles": "proxy,scheduler", "env": {**LIVE_ENV, "FLEETWATCH_PROXY_HEARTBEAT_S": "1"}}
+
+
+def test_every_process_says_once_that_the_database_is_away_and_once_that_it_is_back(servers, outage):
+    server = servers(database=outage.database, **{**EVERY_PROCESS, "env": {**EVERY_PROCESS["env"], **outage.env}})
+    server.start()
+    wait_for(lambda: requests.get(server.url + "/readyz", timeout=10).status_code == 200, timeout_s=90,
+             message="the recorder and the link at work")
+    assert_each_said_it_once(through_an_outage(server, outage))
+    assert server.running()
+
+
+def test_an_outage_as_up_starts_its_processes_ends_none_of_them(servers, outage):
+    # Once up says it is up (it needs the database until then: migrations, its processes' tokens), its task
+    # cluster, recorder and link are still starting. An outage then ended the cluster's sentinel (its broker asked
+    # for a connection as it was made) and the singletons' lock on PostgreSQL, and up with them.
+    server = servers(database=outage.database, **{**EVERY_PROCESS, "env": {**EVERY_PROCESS["env"], **outage.env}})
+    server.start()
+    wait_for(lambda: "Fleetwatch is up" in server.log(), timeout_s=90, interval_s=0.02, message="up to be up")
+    assert_each_said_it_once(through_an_outage(server, outage))
+    assert server.running()
