@@ -222,10 +222,13 @@ Q_CLUSTER = {
     "ack_failures": True,
     "poll": 0.5,
     "orm": "default",
+    # The ORM broker, waiting out a database outage instead of ending its pusher (controlplane/ops/task_broker.py).
+    "broker_class": "controlplane.ops.task_broker.PatientORM",
     "log_level": "WARNING",
 }
 if env_str("FLEETWATCH_REDIS_URL"):
     Q_CLUSTER.pop("orm")
+    Q_CLUSTER.pop("broker_class")
     Q_CLUSTER["redis"] = env_str("FLEETWATCH_REDIS_URL")
 
 # The rate limiter's shared counters (controlplane/api/ratelimit.py): Redis when
@@ -244,14 +247,17 @@ CACHES = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"one_line_warning": {"()": "controlplane.ops.logs.OneLineWarning"}},
+    # The process id: up's processes write to one stream.
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"}},
+    "filters": {"one_line_warning": {"()": "controlplane.ops.logs.OneLineWarning"},
+                "database_outage": {"()": "controlplane.ops.logs.DatabaseOutageFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("FLEETWATCH_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.server": {"level": "WARNING"},
         # A client's wrong Host: header is a 400 and one line, not an ERROR with a traceback.
         "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
-        "django-q": {"level": env_str("FLEETWATCH_Q_LOG_LEVEL", "WARNING")},
+        # An outage as one warning, not a traceback per failed look (controlplane/ops/logs.py).
+        "django-q": {"level": env_str("FLEETWATCH_Q_LOG_LEVEL", "WARNING"), "filters": ["database_outage"]},
     },
 }

@@ -1,4 +1,5 @@
-"""What ``up`` serves: the hot lane (``controlplane.ops.hot_lane``) in front of Django's WSGI handler."""
+"""What ``up`` serves: the hot lane (``controlplane.ops.hot_lane``) in front of Django's WSGI handler, each answer
+given before the request's body was read saying ``Connection: close`` (``controlplane.ops.unread_body``)."""
 
 import os
 
@@ -8,5 +9,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_wsgi_application()
 
 from controlplane.ops.hot_lane import HotLane  # noqa: E402 - needs the apps that get_wsgi_application set up
+from controlplane.ops.unread_body import ClosingUnreadBodies  # noqa: E402
 
-application = HotLane(django_application)
+lane = HotLane(django_application)
+application = ClosingUnreadBodies(lane)

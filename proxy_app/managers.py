@@ -12,6 +12,7 @@ from django.db import models
 from agent.capabilities import fingerprint
 from controlplane.endpoints.liveness import ChangeReason
 from controlplane.endpoints.managers import LivenessManager
+from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
 
 log = logging.getLogger("fleetwatch.link")
 
@@ -83,10 +84,12 @@ class InstanceManager(LivenessManager):
 
 class SchedulerLinkStateManager(models.Manager):
     def record(self, proxy_id, fields):
-        """Store the link's latest outcome; never raises (a locked or
-        restarting database must not stop the link)."""
+        """Store the link's latest outcome; raises only when the database is unavailable (the link
+        waits that out), so no other error stops the link."""
         try:
             self.update_or_create(proxy_id=proxy_id, defaults=fields)
+        except DATABASE_UNAVAILABLE:
+            raise
         except Exception:
             log.exception("scheduler link: could not record the outcome")
 

@@ -69,7 +69,13 @@ class SqliteOutage:
     def cut(self):
         for suffix in self.FILES:
             Path(f"{self.database.path}{suffix}").rename(f"{self.database.path}{suffix}.aside")
-        self.database.path.mkdir()
+        while True:
+            try:
+                self.database.path.mkdir()
+                return
+            except FileExistsError:  # a process opened the path in between, creating an empty database there
+                for suffix in self.FILES:
+                    Path(f"{self.database.path}{suffix}").unlink(missing_ok=True)
 
     def restore(self):
         self.database.path.rmdir()

@@ -8,49 +8,18 @@ check, the session. ``controlplane.api.errors.server_error`` (Django's
 with 503 and ``Retry-After`` instead of 500, without Django's per-request
 traceback. Each web process logs the first failure of an outage and, once a
 query succeeds again, that the database is back: two lines per process per
-outage, however many requests were refused. Nothing is kept to retry: a
-refused write was not acknowledged, and the client sends it again.
+outage, however many requests were refused (``controlplane.ops.db_outage``,
+as every other process of ``up`` does). Nothing is kept to retry: a refused
+write was not acknowledged, and the client sends it again.
 """
 
-import logging
-import threading
-import time
+from django.db import connection
 
-from django.db import InterfaceError, OperationalError, connection
-
-log = logging.getLogger("fleetwatch.database")
+from controlplane.ops.db_outage import Outage, is_database_unavailable  # noqa: F401 - the web's rule, used by errors
 
 RETRY_AFTER_S = 5
 
-
-def is_database_unavailable(exc):
-    return isinstance(exc, (OperationalError, InterfaceError))
-
-
-class Outage:
-    """Whether this process is in an outage, and since when; logs each start and end once."""
-
-    def __init__(self):
-        self.since = None
-        self.lock = threading.Lock()
-
-    def failed(self, exc):
-        with self.lock:
-            if self.since is not None:
-                return
-            self.since = time.monotonic()
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        log.error("database unavailable (%s): answering 503 database_unavailable until it is back", reason)
-
-    def recovered(self):
-        with self.lock:
-            if self.since is None:
-                return
-            lasted_s, self.since = time.monotonic() - self.since, None
-        log.warning("database reachable again after %.1f s", lasted_s)
-
-
-OUTAGE = Outage()
+OUTAGE = Outage("answering 503 database_unavailable until it is back")
 
 
 class QueriesSucceeded:

@@ -2,6 +2,11 @@
 
 import logging
 
+from controlplane.ops.db_outage import Outage, is_database_unavailable
+
+# The task cluster's processes' outage (``controlplane.ops.task_broker``): they log through django-q's logger.
+TASK_CLUSTER_OUTAGE = Outage("the task cluster runs no task until it is back")
+
 
 class OneLineWarning(logging.Filter):
     """A record as one WARNING line without its traceback.
@@ -14,4 +19,16 @@ class OneLineWarning(logging.Filter):
     def filter(self, record):
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+class DatabaseOutageFilter(logging.Filter):
+    """On the ``django-q`` logger: a record of an unavailable database becomes the task cluster's
+    one outage warning (django-q2's scheduler and monitor log every failure with its traceback)."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and is_database_unavailable(exc):
+            TASK_CLUSTER_OUTAGE.failed(exc)
+            return False
         return True

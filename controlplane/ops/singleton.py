@@ -19,7 +19,9 @@ import hashlib
 import logging
 import threading
 
-from django.db import connection
+from django.db import OperationalError, connection
+
+from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
 
 try:
     import fcntl
@@ -57,7 +59,10 @@ class SingletonLock:
         # Django's own connection parameters, less what only Django's driver wrapper understands.
         params = {key: value for key, value in connection.get_connection_params().items()
                   if key not in ("context", "cursor_factory", "prepare_threshold", "server_side_binding")}
-        session = psycopg.connect(**params, autocommit=True)
+        try:
+            session = psycopg.connect(**params, autocommit=True)
+        except psycopg.OperationalError as exc:  # as Django's own connections raise it
+            raise OperationalError(str(exc)) from exc
         held = session.execute("SELECT pg_try_advisory_lock(%s)", [_lock_key(self.name)]).fetchone()[0]
         if held:
             return session
@@ -79,17 +84,25 @@ class SingletonLock:
         self._handle = None
 
 
-def wait_for_lock(lock, stop, retry_s=5.0):
-    """Block until ``lock`` is held (True) or ``stop`` (a threading.Event) is set (False)."""
+def wait_for_lock(lock, stop, retry_s=5.0, outage=None):
+    """Block until ``lock`` is held (True) or ``stop`` (a threading.Event) is set (False).
+
+    Without a database the lock cannot be asked for: the loop's ``outage`` (a ``db_outage.Outage``)
+    says so once, and it asks again ``retry_s`` later.
+    """
     announced = False
     while not stop.is_set():
-        if lock.acquire():
-            if announced:
-                log.info("%s: took over the lock", lock.name)
-            return True
-        if not announced:
-            log.info("%s: another process holds the lock; standing by", lock.name)
-            announced = True
+        try:
+            if lock.acquire():
+                if announced:
+                    log.info("%s: took over the lock", lock.name)
+                return True
+            if not announced:
+                log.info("%s: another process holds the lock; standing by", lock.name)
+                announced = True
+        except DATABASE_UNAVAILABLE as exc:
+            if outage is not None:
+                outage.failed(exc)
         stop.wait(retry_s)
     return False
 

@@ -23,6 +23,7 @@ import time
 from django.db import close_old_connections, connection, transaction
 
 from controlplane import clock
+from controlplane.ops.db_outage import Outage, is_database_unavailable
 from controlplane.series.history import Series
 from controlplane.series.pool_summary import summary_columns
 from proxy_app.models import InstanceMinute, InstanceResource, InstanceSample, PoolResource, PoolResourceMinute
@@ -31,6 +32,7 @@ from proxy_app.pool.summary import pool_resource
 
 log = logging.getLogger("fleetwatch.recorder")
 
+OUTAGE = Outage("the recorder writes no series until it is back")
 INSTANCES = Series(InstanceSample, InstanceMinute, key="instance_id")
 POOL = Series(PoolResource, PoolResourceMinute)
 
@@ -110,12 +112,14 @@ def run_recorder(stop, interval_s, monotonic=time.monotonic):
             now = clock.now()
             fences.sweep(now)
             record(now)
-        except Exception:  # a locked or restarting database must not end the series
-            if not failing:
+        except Exception as exc:  # a locked or restarting database must not end the series
+            if is_database_unavailable(exc):
+                OUTAGE.failed(exc)  # one line, no traceback
+            elif not failing:
                 log.exception("recorder: a tick failed; going on")
             failing = True
         else:
-            if failing:
+            if not OUTAGE.recovered() and failing:
                 log.info("recorder: recording again")
             failing = False
         next_at += interval_s

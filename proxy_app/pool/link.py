@@ -15,6 +15,8 @@ Steps, one per loop turn (``ProxyLink.step``):
    one interval. The proxy's own API is another process and keeps serving
    meanwhile.
 5. Every outcome is written to ``SchedulerLinkState`` for ``/debug/status``.
+   Without a database (an outage) the link logs one warning, looks again
+   every heartbeat interval, and logs one line when the database is back.
 6. On shutdown: unregister, best effort.
 """
 
@@ -27,12 +29,14 @@ from django.db import close_old_connections
 
 from agent.reporter import Backoff
 from controlplane import clock
+from controlplane.ops.db_outage import DATABASE_UNAVAILABLE, Outage
 from proxy_app.models import SchedulerLinkState
 from proxy_app.pool.summary import advertised_address, advertised_url, pool_resource, proxy_id
 
 log = logging.getLogger("fleetwatch.link")
 
 REQUEST_TIMEOUT_S = 5.0
+OUTAGE = Outage("the scheduler link waits until it is back")
 
 
 class SchedulerUnavailable(Exception):
@@ -108,8 +112,21 @@ class ProxyLink:
         return response
 
     def step(self):
-        """One attempt; returns the seconds to wait before the next."""
+        """One attempt; returns the seconds to wait before the next.
+
+        Without a database there is nothing to send and nowhere to record the
+        outcome: the link says so once (``OUTAGE``) and looks again a heartbeat later.
+        """
         close_old_connections()
+        try:
+            delay = self.attempt()
+        except DATABASE_UNAVAILABLE as exc:
+            OUTAGE.failed(exc)
+            return self.interval
+        OUTAGE.recovered()
+        return delay
+
+    def attempt(self):
         action = "heartbeat" if self.registered else "register"
         try:
             summary = pool_resource()
@@ -119,6 +136,8 @@ class ProxyLink:
                 delay = self.heartbeat(summary)
         except SchedulerUnavailable as exc:
             return self.failed(action, str(exc))
+        except DATABASE_UNAVAILABLE:
+            raise
         except Exception as exc:  # the link must outlive any single bad turn
             log.exception("scheduler link: %s failed", action)
             return self.failed(action, f"{type(exc).__name__}: {exc}")

@@ -18,6 +18,7 @@ from django.test import Client
 from controlplane.api import ratelimit
 from controlplane.ops.hot_lane import STANDS_FOR, STEPS_ASIDE, HotLane
 from controlplane.ops.metrics import REQUESTS
+from controlplane.ops.unread_body import ClosingUnreadBodies
 from tests.controlplane.test_hot_path_parity import CASES, VALID, authorization, raw, tokens  # noqa: F401 - a fixture
 from tests.hot_lane import HotLaneClient
 
@@ -144,9 +145,10 @@ def test_what_up_serves_is_the_hot_lane_over_both_hot_writes():
     from controlplane.ops.up import web_server_argv
 
     assert "controlplane.wsgi:application" in web_server_argv("127.0.0.1", 8000, 2)
-    assert isinstance(wsgi.application, HotLane)
-    assert {SNAPSHOT, HEARTBEAT, "/v1/instance/unregister"} <= set(wsgi.application.routes)
-    assert {route.name for route in wsgi.application.routes.values()} >= {
+    assert isinstance(wsgi.application, ClosingUnreadBodies) and wsgi.application.app is wsgi.lane
+    assert isinstance(wsgi.lane, HotLane)
+    assert {SNAPSHOT, HEARTBEAT, "/v1/instance/unregister"} <= set(wsgi.lane.routes)
+    assert {route.name for route in wsgi.lane.routes.values()} >= {
         "instance-resource-snapshot", "instance-heartbeat", "instance-unregister"}
 
 

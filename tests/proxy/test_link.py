@@ -124,3 +124,29 @@ def test_it_grows_its_backoff_from_half_a_second_keeping_half_fixed(proxy_settin
     link.interval = 30.0  # as a Scheduler's register answer would set it
     delays = [link.failed("heartbeat", "unreachable") for _ in range(20)]
     assert (delays[0], delays[3], delays[19]) == (first, fourth, twentieth)
+
+
+def test_it_waits_out_a_database_outage_saying_so_once_and_once_that_it_is_over(link, monkeypatch, caplog):
+    import logging
+
+    from django.db import OperationalError, connection
+
+    from controlplane.ops.db_outage import Outage
+    from proxy_app.pool import link as link_module
+
+    def unavailable(execute, sql, params, many, context):
+        raise OperationalError("connection failed: Connection refused\n\tIs the server running on that host?")
+
+    monkeypatch.setattr(link_module, "OUTAGE", Outage(link_module.OUTAGE.consequence))
+    with caplog.at_level(logging.INFO), connection.execute_wrapper(unavailable):
+        # Nothing to send, nowhere to record: a heartbeat interval until it looks again.
+        assert [link.step() for _ in range(3)] == [2.0] * 3
+    assert not SchedulerLinkState.objects.exists()
+    assert link.step() == 2.0 and link.registered
+    messages = [(record.levelname, record.getMessage(), record.exc_info) for record in caplog.records
+                if record.name == "fleetwatch.database"]
+    assert messages[0] == ("WARNING", "database unavailable (connection failed: Connection refused): "
+                                      "the scheduler link waits until it is back", None)
+    assert [message[:1] + message[2:] for message in messages[1:]] == [("WARNING", None)]
+    assert messages[1][1].startswith("database reachable again after")
+    assert not [record for record in caplog.records if record.exc_info], caplog.text

@@ -125,3 +125,28 @@ def test_it_writes_both_series_in_one_tick(register_instance, report, frozen):
     report("i-1")
     assert record() == 1
     assert PoolResource.objects.count() == 1 and InstanceSample.objects.count() == 1
+
+
+def test_it_says_an_outage_once_without_a_traceback_and_once_that_it_is_over(frozen, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    from controlplane.ops.db_outage import Outage
+    from proxy_app.ops import history
+
+    clock = TickingClock()
+    calls = []
+
+    def unavailable_then_back(now=None):
+        calls.append(clock.now)
+        if len(calls) <= 3:
+            raise OperationalError("unable to open database file")
+
+    monkeypatch.setattr(history, "OUTAGE", Outage(history.OUTAGE.consequence, monotonic=clock))
+    monkeypatch.setattr(history, "record", unavailable_then_back)
+    run_recorder(CountingStop(clock, ticks=5), interval_s=1.0, monotonic=clock)
+    assert len(calls) == 5
+    assert [(record.levelname, record.getMessage(), record.exc_info) for record in caplog.records] == [
+        ("WARNING", "database unavailable (unable to open database file): the recorder writes no series until "
+                    "it is back", None),
+        ("WARNING", "database reachable again after 3.0 s", None),
+    ]

@@ -3,6 +3,7 @@ import logging
 from django.core.management.base import BaseCommand
 
 from controlplane.ops.singleton import SingletonLock, stop_event_on_signals, wait_for_lock
+from proxy_app.pool import link
 from proxy_app.pool.link import ProxyLink
 from proxy_app.pool.summary import default_scheduler_url
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
             return
         stop = stop_event_on_signals()
         lock = SingletonLock("link")
-        if not wait_for_lock(lock, stop):
+        if not wait_for_lock(lock, stop, outage=link.OUTAGE):
             return
         try:
             log.info("scheduler link: reporting to %s", url)
