@@ -12,7 +12,7 @@ from django.db import models
 from agent.capabilities import fingerprint
 from controlplane.endpoints.liveness import ChangeReason
 from controlplane.endpoints.managers import LivenessManager
-from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
+from controlplane.db_outage import DATABASE_UNAVAILABLE
 
 log = logging.getLogger("fleetwatch.link")
 

@@ -8,14 +8,14 @@ check, the session. ``controlplane.api.errors.server_error`` (Django's
 with 503 and ``Retry-After`` instead of 500, without Django's per-request
 traceback. Each web process logs the first failure of an outage and, once a
 query succeeds again, that the database is back: two lines per process per
-outage, however many requests were refused (``controlplane.ops.db_outage``,
+outage, however many requests were refused (``controlplane.db_outage``,
 as every other process of ``up`` does). Nothing is kept to retry: a refused
 write was not acknowledged, and the client sends it again.
 """
 
 from django.db import connection
 
-from controlplane.ops.db_outage import Outage, is_database_unavailable  # noqa: F401 - the web's rule, used by errors
+from controlplane.db_outage import Outage, is_database_unavailable  # noqa: F401 - the web's rule, used by errors
 
 RETRY_AFTER_S = 5
 

@@ -2,7 +2,7 @@
 
 import logging
 
-from controlplane.ops.db_outage import Outage, is_database_unavailable
+from controlplane.db_outage import Outage, is_database_unavailable
 
 # The task cluster's processes' outage (``controlplane.ops.task_broker``): they log through django-q's logger.
 TASK_CLUSTER_OUTAGE = Outage("the task cluster runs no task until it is back")

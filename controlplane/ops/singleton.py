@@ -21,7 +21,7 @@ import threading
 
 from django.db import OperationalError, connection
 
-from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
+from controlplane.db_outage import DATABASE_UNAVAILABLE
 
 try:
     import fcntl

@@ -23,7 +23,7 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
-from controlplane.ops.db_outage import DATABASE_UNAVAILABLE
+from controlplane.db_outage import DATABASE_UNAVAILABLE
 from controlplane.ops.logs import TASK_CLUSTER_OUTAGE as OUTAGE
 
 WAIT_S = 1.0  # between two looks at an unavailable database: the pusher checks for a stop in between

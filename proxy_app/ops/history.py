@@ -23,7 +23,7 @@ import time
 from django.db import close_old_connections, connection, transaction
 
 from controlplane import clock
-from controlplane.ops.db_outage import Outage, is_database_unavailable
+from controlplane.db_outage import Outage, is_database_unavailable
 from controlplane.series.history import Series
 from controlplane.series.pool_summary import summary_columns
 from proxy_app.models import InstanceMinute, InstanceResource, InstanceSample, PoolResource, PoolResourceMinute

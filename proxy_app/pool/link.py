@@ -29,7 +29,7 @@ from django.db import close_old_connections
 
 from agent.reporter import Backoff
 from controlplane import clock
-from controlplane.ops.db_outage import DATABASE_UNAVAILABLE, Outage
+from controlplane.db_outage import DATABASE_UNAVAILABLE, Outage
 from proxy_app.models import SchedulerLinkState
 from proxy_app.pool.summary import advertised_address, advertised_url, pool_resource, proxy_id
 

@@ -1,6 +1,6 @@
 """Every process of ``up`` logs a database outage as two lines: one warning when it starts, one when it ends.
 
-``Outage`` itself (``controlplane.ops.db_outage``); the task cluster's broker and its log filter
+``Outage`` itself (``controlplane.db_outage``); the task cluster's broker and its log filter
 (``controlplane.ops.task_broker``, ``controlplane.ops.logs``). The link's and the recorder's are in
 ``tests/proxy/test_link.py`` and ``tests/proxy/test_recorder.py``, every process of a real ``up`` in
 ``tests/system/test_database_outage.py``.
@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from controlplane.ops import logs, task_broker
-from controlplane.ops.db_outage import Outage
+from controlplane.db_outage import Outage
 
 REFUSED = OperationalError('connection failed: connection to server at "127.0.0.1" failed\n\tIs the server running?')
 

@@ -14,7 +14,8 @@ PACKAGES = ("controlplane", "proxy_app", "scheduler_app", "agent", "simulator")
 # The ground is what every room reads (now, figures, the environment); the project's own wiring
 # (settings, URLs, the WSGI app, what Django looks up by name: models, admin, commands) stands on top.
 ROOMS = (
-    ("ground", ("controlplane.clock", "controlplane.figures", "controlplane.env", "controlplane.private_django")),
+    ("ground", ("controlplane.clock", "controlplane.figures", "controlplane.env", "controlplane.private_django",
+                "controlplane.db_outage")),
     ("endpoints", ("controlplane.endpoints",)),
     ("series", ("controlplane.series",)),
     ("api", ("controlplane.api",)),

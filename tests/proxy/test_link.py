@@ -131,7 +131,7 @@ def test_it_waits_out_a_database_outage_saying_so_once_and_once_that_it_is_over(
 
     from django.db import OperationalError, connection
 
-    from controlplane.ops.db_outage import Outage
+    from controlplane.db_outage import Outage
     from proxy_app.pool import link as link_module
 
     def unavailable(execute, sql, params, many, context):

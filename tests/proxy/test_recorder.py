@@ -130,7 +130,7 @@ def test_it_writes_both_series_in_one_tick(register_instance, report, frozen):
 def test_it_says_an_outage_once_without_a_traceback_and_once_that_it_is_over(frozen, monkeypatch, caplog):
     from django.db import OperationalError
 
-    from controlplane.ops.db_outage import Outage
+    from controlplane.db_outage import Outage
     from proxy_app.ops import history
 
     clock = TickingClock()

@@ -38,7 +38,7 @@ def report(server, seq):
     return requests.post(server.url + "/v1/instance/resource_snapshot", json=body, timeout=30)
 
 
-# Each process of up says what it does while the database is away (controlplane/ops/db_outage.py).
+# Each process of up says what it does while the database is away (controlplane/db_outage.py).
 WAITS = {
     "web": "answering 503 database_unavailable until it is back",
     "link": "the scheduler link waits until it is back",
