@@ -94,7 +94,7 @@ def test_it_runs_a_proxy_without_a_scheduler_on_its_own(servers):
 def stop_times(log):
     """When up logged each "stopped …" line, by what it names."""
     found = {}
-    for stamp, names in re.findall(r"^(\S+ \S+) INFO fleetwatch\.up: stopped (.+)$", log, re.MULTILINE):
+    for stamp, names in re.findall(r"^(\S+ \S+) INFO fleetwatch\.up\[\d+\]: stopped (.+)$", log, re.MULTILINE):
         found[names] = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f")
     return found
 
