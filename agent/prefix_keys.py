@@ -1,0 +1,73 @@
+"""Prompt block keys (SPEC 15.1): one function that the agent, the Proxy and any router compute alike.
+
+A token sequence splits into full blocks of ``block_tokens`` tokens (a trailing
+partial block has no key). Each block's key is BLAKE2b with an 8-byte digest of
+the previous key (or, for the first block, the model's seed) followed by the
+block's tokens as 4-byte unsigned little-endian integers; the digest is read as
+a signed 64-bit little-endian integer, so a key fits a database BIGINT. Equal
+keys mean the same model, adapter and prefix up to that block, whatever the
+engine's own hash or block size.
+
+Standard library only, so a router imports it without Django or the agent's
+dependencies::
+
+    >>> from agent.prefix_keys import prompt_keys
+    >>> keys = prompt_keys("tiny-llama", list(range(40)), block_tokens=16)
+    >>> len(keys)  # 40 tokens: two full blocks of 16, the last 8 tokens have no key
+    2
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from hashlib import blake2b
+
+DEFAULT_BLOCK_TOKENS = 16
+MAX_TOKEN_ID = 2**32 - 1
+
+
+def digest(data: bytes) -> int:
+    """BLAKE2b-64 of ``data`` as a signed 64-bit integer."""
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "little", signed=True)
+
+
+def key_bytes(key: int) -> bytes:
+    return key.to_bytes(8, "little", signed=True)
+
+
+def seed_of(model: str, adapter: str | None = None) -> int:
+    """The chain's start: the model's name, and the adapter's (LoRA) after a NUL when one is meant."""
+    name = model if adapter is None else f"{model}\x00{adapter}"
+    return digest(name.encode())
+
+
+def token_bytes(tokens) -> bytes:
+    """Tokens as 4-byte unsigned little-endian integers; a token outside 0..2**32-1 is a ValueError."""
+    try:
+        packed = array("I", tokens)
+    except OverflowError as exc:
+        raise ValueError(f"a token id must be 0..{MAX_TOKEN_ID}") from exc
+    if packed.itemsize != 4:  # pragma: no cover - every platform CPython supports today has a 4-byte int
+        packed = array("L", tokens)
+    if sys.byteorder != "little":  # pragma: no cover - the machines we run on are little-endian
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def chain_keys(previous: int, tokens, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[int]:
+    """The keys of ``tokens``' full blocks, chained from ``previous`` (a seed or the parent block's last key)."""
+    if block_tokens < 1:
+        raise ValueError("block_tokens must be at least 1")
+    data = token_bytes(tokens)
+    width = 4 * block_tokens
+    keys = []
+    for start in range(0, len(data) - width + 1, width):
+        previous = digest(key_bytes(previous) + data[start:start + width])
+        keys.append(previous)
+    return keys
+
+
+def prompt_keys(model: str, tokens, block_tokens: int = DEFAULT_BLOCK_TOKENS, adapter: str | None = None) -> list[int]:
+    """A prompt's block keys from its first token: ``chain_keys`` from the model's seed."""
+    return chain_keys(seed_of(model, adapter), tokens, block_tokens)
