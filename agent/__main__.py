@@ -9,6 +9,13 @@ from agent.config import load_settings
 
 def main(argv=None) -> int:
     settings = load_settings(argv)
+    if settings.engine_kv_events:
+        from agent.engines.kv_subscriber import require_extra
+
+        missing = require_extra()
+        if missing:
+            print(f"fleetwatch-agent: error: {missing}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=settings.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.once:

@@ -59,12 +59,39 @@ class Agent:
         if settings.engine_urls:
             self.engines = EngineScrapers(settings.engine_urls, settings.engine_timeout_ms, settings.engine_window_ms,
                                           clock_ms)
+            self.engines.subscribers = self._kv_subscribers(clock_ms)
         self.store = SnapshotStore()
         self.builder = SnapshotBuilder(self.host_sampler, self.gpu_sampler, settings.instance_id, socket.gethostname(),
                                        settings.thresholds, engines=self.engines)
         self.loop = SamplingLoop(self.builder, self.store, settings.sample_interval_ms, clock_ms)
         self.server = None
         self.reporter = None
+        self.prefix_reporter = None
+
+    def _kv_subscribers(self, clock_ms):
+        """One KV-event subscriber per --engine-kv-events, paired in order with the engine URLs (SPEC 15.2)."""
+        from agent.engines.kv_subscriber import KvSubscriber
+
+        settings = self.settings
+        replays = list(settings.engine_kv_replay) + [None] * len(settings.engine_urls)
+        subscribers = []
+        for n, scraper in enumerate(self.engines.scrapers):
+            endpoint = settings.engine_kv_events[n] if n < len(settings.engine_kv_events) else None
+            subscribers.append(None if endpoint is None else KvSubscriber(
+                endpoint, settings.prefix_block_tokens, scraper.model_of, replays[n], clock_ms,
+                name=f"fleetwatch-kv-{n}"))
+        return subscribers
+
+    def prefix_sources(self):
+        """``(engine name, resident set)`` of every rank of every subscriber: the URL, ``#dpN`` for rank N > 0."""
+        if self.engines is None:
+            return []
+        out = []
+        for scraper, subscriber in zip(self.engines.scrapers, self.engines.subscribers):
+            if subscriber is not None:
+                for rank, state in sorted(subscriber.ranks().items()):
+                    out.append((scraper.url if rank == 0 else f"{scraper.url}#dp{rank}", state.blocks))
+        return out
 
     def _identify(self, bound_port):
         host, port = advertise_address(self.settings, bound_port)
@@ -122,11 +149,27 @@ class Agent:
         if settings.report:
             self.reporter = self._make_reporter(host, port)
             self.reporter.start()
+            if self.engines is not None and any(self.engines.subscribers):
+                self.prefix_reporter = self._make_prefix_reporter()
+                self.prefix_reporter.start()
         # Everything allocated so far (imported modules, mostly) lives for
         # the whole run; freezing it keeps the collector from re-scanning it.
         gc.freeze()
 
+    def _make_prefix_reporter(self):
+        from agent.prefix_reporter import PrefixReporter
+        from agent.reporter import ProxyClient
+
+        settings = self.settings
+        # A session of its own: requests' sessions are not shared between threads.
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        return PrefixReporter(client, self.prefix_sources, lambda: self.builder.instance_id,
+                              settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration)
+
     def stop(self):
+        if self.prefix_reporter is not None:
+            self.prefix_reporter.stop()
+            self.prefix_reporter.close()
         if self.reporter is not None:
             self.reporter.stop()
             self.reporter.unregister()

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from agent import AGENT_VERSION
 from agent.capacity import AdmissionThresholds
+from agent.prefix_keys import DEFAULT_BLOCK_TOKENS
 
 ENV_PREFIX = "FLEETWATCH_AGENT_"
 DEFAULT_PROXY_URL = "http://127.0.0.1:8000"
@@ -100,6 +101,16 @@ def parse_log_level(text: str) -> str:
     if level not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
     return level
+
+
+def parse_zmq_endpoint(text: str) -> str:
+    # Imported here: the wire module is small, but config is imported by every launcher.
+    from agent.engines.kv_events import parse_endpoint
+
+    try:
+        return parse_endpoint(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_mount_list(text: str) -> tuple[str, ...]:
@@ -203,6 +214,21 @@ class Settings:
                                 "an NVML call taking longer makes its GPU's health degraded (nvml_slow) "
                                 "(default 2000)", "N")
 
+    # The engines' KV-cache events (SPEC 15.2): ZMQ publishers paired in order with --engine-url.
+    engine_kv_events: tuple[str, ...] = setting(
+        (), "--engine-kv-events", parse_zmq_endpoint, "ZMQ endpoint of the KV-cache event publisher of the "
+        "--engine-url in the same position (vLLM's --kv-events-config endpoint; tcp://*:PORT means this host); "
+        "repeatable; needs the agent's kv-events extra", "ENDPOINT", kind="list")
+    engine_kv_replay: tuple[str, ...] = setting(
+        (), "--engine-kv-replay", parse_zmq_endpoint, "the replay (ROUTER) endpoint of the event publisher in the "
+        "same position (vLLM's replay_endpoint), asked for the batches of a sequence gap; repeatable", "ENDPOINT",
+        kind="list")
+    # The pool's block size (SPEC 15.1): one value per pool, so the variable is the pool's, not the agent's.
+    prefix_block_tokens: int = setting(
+        DEFAULT_BLOCK_TOKENS, "--prefix-block-tokens", _number(int, 1, 4096), "tokens per prompt block key, the "
+        f"pool's FLEETWATCH_PREFIX_BLOCK_TOKENS (default {DEFAULT_BLOCK_TOKENS})", "N",
+        env="FLEETWATCH_PREFIX_BLOCK_TOKENS")
+
     @property
     def monitored_mounts(self) -> tuple[str, ...]:
         """Disk entries of the snapshot: the configured mounts, then the model directory."""
@@ -269,7 +295,12 @@ def load_settings(argv=None, environ=None) -> Settings:
             values[option.dest] = value
     values["once"] = args.once
     known = {f.name for f in fields(Settings)}
-    return Settings(**{k: v for k, v in values.items() if k in known})
+    settings = Settings(**{k: v for k, v in values.items() if k in known})
+    for name in ("engine_kv_events", "engine_kv_replay"):
+        if len(getattr(settings, name)) > len(settings.engine_urls):
+            parser.error(f"--{name.replace('_', '-')} is paired in order with --engine-url: "
+                         f"{len(getattr(settings, name))} given for {len(settings.engine_urls)} engine URL(s)")
+    return settings
 
 
 def _from_env(parser, option: Option, environ):

@@ -200,6 +200,11 @@ class Reporter:
         self._stop = threading.Event()
         self._thread = None
 
+    def forget_registration(self):
+        """Register again on the next round: another thread (the prefix reporter) heard the Proxy forgot us."""
+        if self._register_enabled:
+            self.registered = False
+
     # --- one round ------------------------------------------------------------
 
     def step(self) -> float:

@@ -82,6 +82,15 @@ class EngineScraper:
         self._note_status(objects)
         return objects
 
+    def model_of(self, engine_index) -> str | None:
+        """The model the newest finished scrape names for the engine labelled ``engine_index`` (KV events' seed)."""
+        with self._changed:
+            objects = self._objects or ()
+        for obj in objects:
+            if _rank(obj) == engine_index and obj.get("model"):
+                return obj["model"]
+        return None
+
     def _run(self):
         while True:
             self._asked.wait()
@@ -122,20 +131,33 @@ class EngineScraper:
 
 
 class EngineScrapers:
-    """Every configured engine URL, scraped on each sample tick (SPEC 13)."""
+    """Every configured engine URL, scraped on each sample tick (SPEC 13), with its KV events when configured (15.2).
 
-    def __init__(self, urls, timeout_ms=500, window_ms=10_000, clock_ms=monotonic_ms, clock_wall_ms=wall_ms):
+    ``subscribers`` pairs with ``urls`` in order (a ``KvSubscriber`` or None); it
+    may be shorter. Each engine object gains ``kv_events``: its rank's figures,
+    or null for an engine without an event endpoint.
+    """
+
+    def __init__(self, urls, timeout_ms=500, window_ms=10_000, clock_ms=monotonic_ms, clock_wall_ms=wall_ms,
+                 subscribers=()):
         self.timeout_ms = timeout_ms
         self.scrapers = [EngineScraper(url, timeout_ms, window_ms, clock_ms, clock_wall_ms,
                                        name=f"fleetwatch-engine-{n}") for n, url in enumerate(urls)]
+        self.subscribers = list(subscribers) + [None] * (len(self.scrapers) - len(subscribers))
 
     def start(self):
         for scraper in self.scrapers:
             scraper.start()
+        for subscriber in self.subscribers:
+            if subscriber is not None:
+                subscriber.start()
 
     def stop(self):
         for scraper in self.scrapers:
             scraper.stop()
+        for subscriber in self.subscribers:
+            if subscriber is not None:
+                subscriber.stop()
 
     def prime(self):
         """Scrape every engine once and wait for the answers, at most the timeout (start and ``--once``)."""
@@ -149,4 +171,19 @@ class EngineScrapers:
             scraper.request()
 
     def objects(self) -> list:
-        return [obj for scraper in self.scrapers for obj in scraper.objects()]
+        out = []
+        for scraper, subscriber in zip(self.scrapers, self.subscribers):
+            for obj in scraper.objects():
+                figures = None
+                if subscriber is not None:
+                    rank = _rank(obj)
+                    subscriber.want_rank(rank)  # a data-parallel engine's other ranks publish on the next ports
+                    figures = subscriber.figures(rank)
+                out.append({**obj, "kv_events": figures})
+        return out
+
+
+def _rank(obj) -> int:
+    """The data-parallel rank of an engine object: vLLM's ``engine`` label, 0 when it has none."""
+    index = obj.get("engine_index")
+    return int(index) if isinstance(index, str) and index.isdigit() else 0

@@ -155,6 +155,10 @@ class FakeProxy:
         self.assign_id = None  # answer register with this id instead of the one sent
         self.raw_answer = None  # (content type, bytes): answer every request 200 with these instead
         self.raw_sent = 0  # bytes of raw answers written before the client stopped reading
+        # SPEC 15.3's prefix index: (instance, engine) -> {"epoch", "seq", "keys"}; resync_next forces one resync.
+        self.block_tokens = 16
+        self.prefix = {}
+        self.resync_next = False
         self._changed = threading.Condition()
         proxy = self
 
@@ -208,11 +212,37 @@ class FakeProxy:
                 if instance_id in self.known:
                     return 200, {"ok": True}
                 return 200, {"ok": False, "error": "unknown_instance"}
+            if path == "/v1/instance/prefix_blocks":
+                return self._prefix_blocks(instance_id, body)
             if path == "/v1/instance/unregister":
                 known = instance_id in self.known
                 self.known.discard(instance_id)
                 return 200, {"ok": known}
             return 404, {"ok": False, "error": "not_found"}
+
+    def _prefix_blocks(self, instance_id, body):
+        if instance_id not in self.known:
+            return 200, {"ok": False, "error": "unknown_instance"}
+        if body["block_tokens"] != self.block_tokens:
+            return 400, {"ok": False, "error": "bad_request",
+                         "detail": f"block_tokens must be {self.block_tokens}"}
+        state = self.prefix.get((instance_id, body["engine"]))
+        if body["reset"]:
+            state = self.prefix[(instance_id, body["engine"])] = {"epoch": body["epoch"], "seq": body["seq"],
+                                                                 "keys": set(body["added"])}
+            return 200, {"ok": True, "resync": False}
+        if (self.resync_next or state is None or state["epoch"] != body["epoch"]
+                or body["seq"] != state["seq"] + 1):
+            self.resync_next = False
+            return 200, {"ok": True, "resync": True}
+        state["seq"] = body["seq"]
+        state["keys"] = (state["keys"] - set(body["removed"])) | set(body["added"])
+        return 200, {"ok": True, "resync": False}
+
+    def prefix_keys(self, instance_id, engine):
+        with self._changed:
+            state = self.prefix.get((instance_id, engine))
+            return set() if state is None else set(state["keys"])
 
     def forget(self):
         with self._changed:
