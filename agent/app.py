@@ -63,7 +63,8 @@ class Agent:
         self.store = SnapshotStore()
         self.builder = SnapshotBuilder(self.host_sampler, self.gpu_sampler, settings.instance_id, socket.gethostname(),
                                        settings.thresholds, engines=self.engines)
-        self.loop = SamplingLoop(self.builder, self.store, settings.sample_interval_ms, clock_ms)
+        self.loop = SamplingLoop(self.builder, self.store, settings.sample_interval_ms, clock_ms,
+                                 engine_interval_ms=settings.engine_interval_ms)
         self.server = None
         self.reporter = None
         self.prefix_reporter = None
@@ -190,6 +191,8 @@ class Agent:
         host, port = self._identify(settings.listen_port)
         self.loop.sample_once()
         time.sleep(settings.sample_interval_ms / 1000.0)
+        if self.engines is not None and self.builder.engines_on_their_own:
+            self.engines.prime()  # no engine thread in --once: the second sample's scrape is asked for here
         self.loop.sample_once()
         snapshot = self.store.latest()
         status = 0 if snapshot is not None else 1

@@ -39,9 +39,14 @@ class SnapshotBuilder:
     thresholds: AdmissionThresholds = AdmissionThresholds()
     clock_wall_ms: Callable[[], int] = wall_ms
     engines: object = None
+    # True when the engines are scraped at their own rate (``SamplingLoop``'s engine thread asks for them).
+    engines_on_their_own: bool = False
+
+    def __post_init__(self):
+        self._host = None  # (devices, gpu status) of the latest host sample, for snapshots between them
 
     def take(self) -> dict:
-        if self.engines is not None:
+        if self.engines is not None and not self.engines_on_their_own:
             # Asked first, collected last: a quick engine answers while the
             # host and GPUs are read, a slow one is read on a later tick.
             self.engines.request()
@@ -51,6 +56,17 @@ class SnapshotBuilder:
         status = self.gpu_monitor.status
         if status == "ok" and not gpus:
             status = "no_gpu"
+        self._host = (devices, status)
+        return self._assemble(devices, status)
+
+    def retake_engines(self):
+        """A snapshot with the engines' newest figures and the latest host sample, or None before that sample."""
+        if self._host is None:
+            return None
+        return self._assemble(*self._host)
+
+    def _assemble(self, devices, status) -> dict:
+        gpus = devices["gpu"]
         engines = None if self.engines is None else self.engines.objects()
         snapshot = {
             "schema_version": SCHEMA_VERSION,
@@ -107,19 +123,28 @@ class SamplingLoop:
     bursting to catch up.
     """
 
-    def __init__(self, builder: SnapshotBuilder, store: SnapshotStore, interval_ms: int, clock_ms=monotonic_ms):
+    def __init__(self, builder: SnapshotBuilder, store: SnapshotStore, interval_ms: int, clock_ms=monotonic_ms,
+                 engine_interval_ms=None):
         self._builder = builder
         self._store = store
         self._interval_ms = interval_ms
         self._clock_ms = clock_ms
         self._stop = threading.Event()
         self._thread = None
+        self._engine_thread = None
         self._failing_since = None
+        self._put_lock = threading.Lock()  # the sampler and the engine thread both replace the snapshot
+        # Engines scraped at their own rate (issue 32): the host is sampled every interval_ms, the engines every
+        # engine_interval_ms, each scrape refreshing the snapshot's engines without sampling the host again.
+        self._engine_interval_ms = engine_interval_ms if getattr(builder, "engines", None) is not None else None
+        if self._engine_interval_ms is not None:
+            builder.engines_on_their_own = True
 
     def sample_once(self):
         """One sample into the store. Errors are logged, never raised: the loop must outlive them."""
         try:
-            self._store.put(self._builder.take())
+            with self._put_lock:
+                self._store.put(self._builder.take())
         except Exception:  # noqa: BLE001
             if self._failing_since is None:
                 self._failing_since = self._clock_ms()
@@ -135,11 +160,39 @@ class SamplingLoop:
         self._thread = threading.Thread(target=self._run, args=(first_delay_ms,), name="fleetwatch-sampler",
                                         daemon=True)
         self._thread.start()
+        if self._engine_interval_ms is not None:
+            self._engine_thread = threading.Thread(target=self._run_engines, name="fleetwatch-engine-ticks",
+                                                   daemon=True)
+            self._engine_thread.start()
 
     def stop(self, timeout_s=5.0):
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        for thread in (self._thread, self._engine_thread):
+            if thread is not None:
+                thread.join(timeout_s)
+
+    def refresh_engines(self):
+        """Scrape the engines (at most their timeout) and put a snapshot with their figures; never raises."""
+        engines = self._builder.engines
+        try:
+            engines.request()
+            engines.wait_idle()
+            with self._put_lock:
+                snapshot = self._builder.retake_engines()
+                if snapshot is not None:
+                    self._store.put(snapshot)
+        except Exception:  # noqa: BLE001 - the engine thread must outlive any surprise
+            log.exception("refreshing the engines' figures failed")
+
+    def _run_engines(self):
+        interval = self._engine_interval_ms
+        next_at = self._clock_ms() + interval
+        while not self._stop.wait(max(0, next_at - self._clock_ms()) / 1000.0):
+            self.refresh_engines()
+            next_at += interval
+            now = self._clock_ms()
+            if next_at <= now:
+                next_at = now + interval - (now - next_at) % interval
 
     def _run(self, first_delay_ms):
         next_at = self._clock_ms() + first_delay_ms

@@ -8,9 +8,13 @@ nothing is downloaded. ``--max-num-seqs 4`` makes a queue easy to build: the
 fifth concurrent request waits. ``CompletionLoad`` fires concurrent
 completions at it in the background and cancels or drains them.
 ``engine_metrics`` reads its ``/metrics`` with prometheus_client's parser.
+With ``kv_events=True`` it publishes its KV-cache events (SPEC 15.2) on
+``kv_events_endpoint`` (prefix caching on; the CPU build's blocks are 128
+tokens).
 """
 
 import asyncio
+import json
 import os
 import shutil
 import threading
@@ -59,9 +63,10 @@ class VllmServer(ChildProcess):
     stop_timeout_s = 60
     own_process_group = True
 
-    def __init__(self, workdir, *, python=None, port=None, extra_args=()):
+    def __init__(self, workdir, *, python=None, port=None, extra_args=(), kv_events=False):
         self.python = python or vllm_python()
         self.port = port or free_port()
+        self.kv_events_port = free_port() if kv_events else None
         self.workdir = Path(workdir)
         self.model_dir = self.workdir / "tiny-llama"
         self.model_dir.mkdir(parents=True, exist_ok=True)
@@ -84,8 +89,19 @@ class VllmServer(ChildProcess):
             # compiling the tiny model (its cache is keyed by the model's path,
             # new each session), and the metrics under test are the same.
             "--enforce-eager",
-            "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args,
+            "--host", "127.0.0.1", "--port", str(self.port), *self.kv_events_args(), *self.extra_args,
         ]
+
+    def kv_events_args(self):
+        if self.kv_events_port is None:
+            return []
+        config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{self.kv_events_port}"}
+        return ["--enable-prefix-caching", "--kv-events-config", json.dumps(config)]
+
+    @property
+    def kv_events_endpoint(self):
+        """Where an agent subscribes to its events (``--engine-kv-events``); None without them."""
+        return None if self.kv_events_port is None else f"tcp://127.0.0.1:{self.kv_events_port}"
 
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO", "VIRTUAL_ENV"))}

@@ -162,13 +162,17 @@ class EngineScrapers:
     def prime(self):
         """Scrape every engine once and wait for the answers, at most the timeout (start and ``--once``)."""
         self.request()
-        deadline = time.monotonic() + self.timeout_ms / 1000.0 + 0.05
-        for scraper in self.scrapers:
-            scraper.wait_idle(max(0.0, deadline - time.monotonic()))
+        self.wait_idle(slack_s=0.05)
 
     def request(self):
         for scraper in self.scrapers:
             scraper.request()
+
+    def wait_idle(self, slack_s=0.0):
+        """Wait until every scrape asked for has finished, at most the timeout (and ``slack_s``)."""
+        deadline = time.monotonic() + self.timeout_ms / 1000.0 + slack_s
+        for scraper in self.scrapers:
+            scraper.wait_idle(max(0.0, deadline - time.monotonic()))
 
     def objects(self) -> list:
         out = []

@@ -51,9 +51,10 @@ def vllm_server(tmp_path_factory):
     It takes about a minute to start, so every test shares it; tests that load
     it do so through ``completion_load``, which leaves it idle again. Point an
     agent at it with ``--engine-url`` ``vllm_server.url``. Without vLLM's
-    interpreter (``./fw test`` provides it) the tests that use it fail.
+    interpreter (``./fw test`` provides it) the tests that use it fail. It
+    publishes its KV-cache events (``vllm_server.kv_events_endpoint``, SPEC 15.2).
     """
-    server = VllmServer(tmp_path_factory.mktemp("vllm")).start()
+    server = VllmServer(tmp_path_factory.mktemp("vllm"), kv_events=True).start()
     yield server
     server.stop()
 

@@ -2,12 +2,17 @@
 that builds past ``--max-num-seqs`` and empties, and names the families of the captures the
 unit tests parse."""
 
+import time
 from pathlib import Path
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.engines import MAX_NUM_SEQS
+from agent.app import Agent
+from agent.config import Settings
+from agent.prefix_keys import prompt_keys
+from tests.engines import MAX_NUM_SEQS, SERVED_MODEL
 from tests.live import wait_for
 
 pytestmark = pytest.mark.live
@@ -99,3 +104,51 @@ def test_the_queue_rises_and_falls_in_the_proxys_list_row_and_pool_summary(
              timeout_s=120, message="the queue empty again in the list row")
     wait_for(lambda: engine_summary()["requests_waiting_total"] == 0, timeout_s=60,
              message="the queue empty again in the pool summary")
+
+
+# Token ids below the tiny model's vocabulary (512); 3 full engine blocks of 128 and a partial one.
+KV_PROMPT = [(7 * n + 3) % 500 + 1 for n in range(3 * 128 + 40)]
+ENGINE_BLOCK = 128  # vLLM's CPU build
+
+
+def test_the_agent_indexes_the_real_engines_kv_events_by_the_pool_keys(vllm_server):
+    """Real vLLM's ZMQ publisher → the agent (``--engine-kv-events``): the resident keys are SPEC 15.1's keys of
+    the prompt's full engine blocks, and a second completion hits exactly those blocks in vLLM's own cache."""
+    settings = Settings(listen_port=0, instance_id="vllm-kv", report=False, sample_interval_ms=250,
+                        engine_urls=(vllm_server.url,), engine_timeout_ms=3000,
+                        engine_kv_events=(vllm_server.kv_events_endpoint,))
+    agent = Agent(settings)
+    agent.start()
+    try:
+        subscriber = agent.engines.subscribers[0]
+        time.sleep(1.0)  # ZMQ's subscription reaches the publisher asynchronously; events before it are not sent
+        hits_before = vllm_server.metrics()["vllm:prefix_cache_hits"]
+        complete(vllm_server, KV_PROMPT)
+        full = len(KV_PROMPT) // ENGINE_BLOCK
+        expected = prompt_keys(SERVED_MODEL, KV_PROMPT)[:full * ENGINE_BLOCK // 16]
+        wait_for(lambda: sorted(subscriber.rank(0).blocks.keys()) == sorted(expected), timeout_s=30,
+                 message=f"the agent's resident keys equal the prompt's {full} full engine blocks' keys "
+                         f"(seen {len(subscriber.rank(0).blocks.keys())} keys)")
+
+        def kv_events():  # the snapshot follows within a sample tick
+            figures = get_json(f"http://127.0.0.1:{agent.server.port}/v1/resource/snapshot")["engines"][0]["kv_events"]
+            return figures if figures["resident_blocks"] == full else None
+
+        figures = wait_for(kv_events, timeout_s=10, message=f"kv_events with {full} resident blocks")
+        assert figures["status"] == "ok" and figures["block_tokens"] == 16 and figures["gaps_total"] == 0
+
+        complete(vllm_server, KV_PROMPT)
+        hits = vllm_server.metrics()["vllm:prefix_cache_hits"] - hits_before
+        assert hits == full * ENGINE_BLOCK
+    finally:
+        agent.stop()
+
+
+def complete(server, prompt):
+    answer = requests.post(server.url + "/v1/completions", timeout=120,
+                           json={"model": SERVED_MODEL, "prompt": prompt, "max_tokens": 1})
+    assert answer.status_code == 200, answer.text
+
+
+def get_json(url):
+    return requests.get(url, timeout=10).json()
