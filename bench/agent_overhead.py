@@ -19,6 +19,19 @@ engine at ``--engine-url``. Target: at most 1 % of one core with the engine.
     python bench/agent_overhead.py [--seconds 60] [--no-report]
     python bench/agent_overhead.py --engine [--sample-interval-ms 250] [--seconds 60] [--rounds 2]
     python bench/agent_overhead.py --engine --engine-url http://127.0.0.1:8000
+
+With ``--kv-events`` (issue 32) the "with engine" agent also subscribes to a
+synthetic vLLM KV-event publisher in this process (pyzmq, the ``kv-events``
+extra) sending ``--kv-rate`` stored and as many removed 16-token blocks a
+second (default 1,000 + 1,000, in 100 batches/s, chained as vLLM chains a
+prompt's blocks), and reports the prefix deltas to the sink; with
+``--engine-interval-ms`` the host is sampled every ``--sample-interval-ms``
+and the engine scraped at its own period (issue 32's shape: 1000 and 250).
+``--kv-memory N`` instead measures the agent's resident memory before and
+after the publisher stores N blocks (default 100,000) that stay resident.
+
+    python bench/agent_overhead.py --engine --kv-events --sample-interval-ms 1000 --engine-interval-ms 250
+    python bench/agent_overhead.py --kv-memory 100000
 """
 
 from __future__ import annotations
@@ -57,7 +70,10 @@ class Sink:
             def do_POST(self):  # noqa: N802 - stdlib name
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 sink.counts[self.path] = sink.counts.get(self.path, 0) + 1
-                if self.path.endswith("/register"):
+                if self.path.endswith("/prefix_blocks"):
+                    sink.prefix_items = getattr(sink, "prefix_items", 0) + len(body["added"]) + len(body["removed"])
+                    answer = {"ok": True, "resync": False}
+                elif self.path.endswith("/register"):
                     answer = {"instance_id": body.get("instance_id"), "heartbeat_interval_s": 10, "ttl_s": 30}
                 else:
                     answer = {"ok": True}
@@ -130,6 +146,110 @@ class CaptureEngine:
         self.httpd.server_close()
 
 
+class KvPublisher:
+    """vLLM's KV-event wire from a thread: ``rate`` stored and ``rate`` removed blocks a second (16 tokens each)."""
+
+    BATCHES_PER_S = 100
+    CHAIN = 64  # blocks per simulated prompt: a new chain (parent null) after that many
+
+    def __init__(self, rate, keep=5000, stored_only=False):
+        import msgpack
+        import zmq
+
+        self._packb = msgpack.packb
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.PUB)
+        self.port = self.socket.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.rate, self.keep, self.stored_only = rate, keep, stored_only
+        self.seq = self.next_hash = self.stored = self.removed = 0
+        self.resident = []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def batch(self, count):
+        hashes, events = [], []
+        parent = self.resident[-1] if self.resident and self.next_hash % self.CHAIN else None
+        for _ in range(count):
+            self.next_hash += 1
+            hashes.append(self.next_hash)
+        tokens = [(h * 31 + n) % 32000 for h in hashes for n in range(16)]
+        events.append({"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent,
+                       "token_ids": tokens, "block_size": 16, "lora_id": None, "medium": "GPU", "lora_name": None})
+        self.resident.extend(hashes)
+        self.stored += count
+        if not self.stored_only and len(self.resident) > self.keep:
+            gone, self.resident = self.resident[:count], self.resident[count:]
+            events.append({"type": "BlockRemoved", "block_hashes": gone, "medium": "GPU"})
+            self.removed += len(gone)
+        payload = self._packb([time.time(), events, 0])
+        self.socket.send_multipart((b"", self.seq.to_bytes(8, "big"), payload))
+        self.seq += 1
+
+    def _run(self):
+        per_batch = max(1, self.rate // self.BATCHES_PER_S)
+        next_at = time.monotonic()
+        while not self.stop_event.is_set():
+            self.batch(per_batch)
+            next_at += 1.0 / self.BATCHES_PER_S
+            self.stop_event.wait(max(0.0, next_at - time.monotonic()))
+
+    def close(self):
+        self.stop_event.set()
+        if self.thread.ident is not None:
+            self.thread.join(5)
+        self.socket.close(0)
+        self.context.term()
+
+
+def kv_memory(blocks, engine):
+    """The agent's RSS before and after ``blocks`` stored blocks stay resident (its figures, over HTTP)."""
+    import urllib.request
+
+    publisher = KvPublisher(0, stored_only=True)
+    listen = free_port()
+    command = [sys.executable, "-m", "agent", "--listen", f"127.0.0.1:{listen}", "--no-report",
+               "--engine-url", engine.url, "--engine-kv-events", publisher.endpoint, "--log-level", "WARNING"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
+    child = subprocess.Popen(command, cwd=ROOT, env=env)
+    process = psutil.Process(child.pid)
+
+    def resident():
+        with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/resource/snapshot", timeout=5) as answer:
+            return json.load(answer)["engines"][0]["kv_events"]["resident_blocks"]
+
+    try:
+        time.sleep(SETTLE_S)
+        while resident() == 0:  # a PUB drops what it sends before the SUB has joined
+            publisher.batch(1)
+            time.sleep(0.2)
+        time.sleep(2.0)
+        base_mb = process.memory_info().rss / 2**20
+        start = resident()
+        while publisher.stored < blocks + start:
+            publisher.batch(min(500, blocks + start - publisher.stored))
+            time.sleep(0.01)
+        deadline = time.monotonic() + 60
+        while resident() < blocks + start and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2.0)
+        after_mb = process.memory_info().rss / 2**20
+        held = resident() - start
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=15)
+        publisher.close()
+    above = after_mb - base_mb
+    print(f"kv memory: {held} blocks resident (16 tokens, one key each): rss {base_mb:.1f} MB before, "
+          f"{after_mb:.1f} MB after = {above:.1f} MB above base, {above * 2**20 / max(1, held):.0f} bytes per block "
+          f"(target <= 25 MB per 100,000) {'PASS' if above * 100_000 / max(1, held) <= 25 else 'FAIL'}")
+    return above * 100_000 / max(1, held) <= 25
+
+
 def measure(command, seconds):
     """Run the agent ``command``, settle, measure ``seconds``: (cpu s, wall s, peak MB, end MB, exit status)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
@@ -181,14 +301,29 @@ def main(argv=None):
                         help="measure without and with one engine scraped on every tick, taking turns")
     parser.add_argument("--engine-url", default=None, help="scrape this engine instead of the local capture")
     parser.add_argument("--rounds", type=int, default=1, help="with --engine: pairs of runs (default 1)")
+    parser.add_argument("--engine-interval-ms", type=int, default=None,
+                        help="with --engine: scrape the engine at this period of its own (the agent's flag)")
+    parser.add_argument("--kv-events", action="store_true",
+                        help="with --engine: the engine also publishes KV-cache events (synthetic, this process)")
+    parser.add_argument("--kv-rate", type=int, default=1000, help="stored (and removed) blocks a second "
+                        "(default 1000)")
+    parser.add_argument("--kv-memory", type=int, default=None, metavar="N",
+                        help="measure the agent's memory with N resident blocks instead (100000 for issue 32)")
     args = parser.parse_args(argv)
     sample_ms = args.sample_interval_ms or (250 if args.engine else args.interval_ms)
+    capture = ROOT / "tests" / "agent" / "data" / "engines" / "vllm-0.32.0-cpu-idle.prom"
+    if args.kv_memory:
+        engine = CaptureEngine(capture.read_bytes())
+        try:
+            return 0 if kv_memory(args.kv_memory, engine) else 1
+        finally:
+            engine.close()
 
     sink = None if args.no_report else Sink()
     engine = None
     if args.engine and not args.engine_url:
-        engine = CaptureEngine((ROOT / "tests" / "agent" / "data" / "engines" / "vllm-0.32.0-cpu-idle.prom")
-                               .read_bytes())
+        engine = CaptureEngine(capture.read_bytes())
+    publisher = KvPublisher(args.kv_rate).start() if args.kv_events else None
     engine_url = args.engine_url or (engine.url if engine else None)
     command = [sys.executable, "-m", "agent", "--listen", f"127.0.0.1:{free_port()}",
                "--sample-interval-ms", str(sample_ms), "--report-interval-ms", str(args.interval_ms),
@@ -204,6 +339,10 @@ def main(argv=None):
             passed = verdict("agent", measure(command, args.seconds))[1]
         else:
             with_engine = command + ["--engine-url", engine_url]
+            if args.engine_interval_ms:
+                with_engine += ["--engine-interval-ms", str(args.engine_interval_ms)]
+            if publisher is not None:
+                with_engine += ["--engine-kv-events", publisher.endpoint]
             figures = {"without engine": [], "with engine": []}
             for round_number in range(args.rounds):
                 # Taking turns, so drifting neighbour load falls on both alike.
@@ -215,11 +354,16 @@ def main(argv=None):
             without, with_ = (sum(figures[k]) / len(figures[k]) for k in ("without engine", "with engine"))
             print(f"mean: without engine {without:.3f} %, with engine {with_:.3f} % of one core; the engine "
                   f"adds {with_ - without:.3f} points ({engine.scrapes if engine else '?'} scrapes answered)")
+            if publisher is not None:
+                print(f"kv events: {publisher.stored} blocks stored, {publisher.removed} removed by the publisher; "
+                      f"{getattr(sink, 'prefix_items', 0)} keys sent to the sink")
     finally:
         if sink is not None:
             sink.close()
         if engine is not None:
             engine.close()
+        if publisher is not None:
+            publisher.close()
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     print("PASS" if passed else "FAIL")
     return 0 if passed else 1

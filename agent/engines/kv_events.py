@@ -110,17 +110,26 @@ def decode_event(event):
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise WireError("BlockStored without a positive block_size")
         parent = f.get("parent_block_hash")
-        return Stored([block_hash(h) for h in hashes], None if parent is None else block_hash(parent), tokens, size, _text(f.get("lora_name")),
-                      _text(f.get("medium")), f.get("extra_keys"), _whole(f.get("group_idx")))
+        return Stored(block_hashes(hashes), None if parent is None else block_hash(parent), tokens, size,
+                      _text(f.get("lora_name")), _text(f.get("medium")), f.get("extra_keys"),
+                      _whole(f.get("group_idx")))
     if tag == "BlockRemoved":
         _, f = _fields(event, REMOVED_FIELDS)
         hashes = f.get("block_hashes")
         if not isinstance(hashes, list):
             raise WireError("BlockRemoved without a block_hashes list")
-        return Removed([block_hash(h) for h in hashes], _text(f.get("medium")), _whole(f.get("group_idx")))
+        return Removed(block_hashes(hashes), _text(f.get("medium")), _whole(f.get("group_idx")))
     if tag == "AllBlocksCleared":
         return Cleared()
     raise WireError(f"unknown event {str(tag)[:40]!r}")
+
+
+def block_hashes(values: list) -> list:
+    """A list of block hashes: as they are when the first is an int (vLLM's default; thousands a second, so not
+    checked one by one: an odd element is refused where the index uses it), else each reduced by ``block_hash``."""
+    if not values or values[0].__class__ is int:
+        return values
+    return [block_hash(value) for value in values]
 
 
 def block_hash(value) -> int:

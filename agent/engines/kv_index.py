@@ -10,7 +10,7 @@ also what makes a removal cheap. A block whose parent the set does not know
 it and its descendants are skipped and counted.
 
 Indexed: the device tier (``medium`` null or ``"GPU"``; vLLM's CPU build
-publishes null, its KV cache being its device memory), the first KV-cache
+publishes "GPU" too, its KV cache being its device memory), the first KV-cache
 group (``group_idx`` null or 0: hybrid models publish one store per group of
 the same tokens), and blocks without ``extra_keys`` beyond the adapter's name
 (multimodal inputs, a cache salt or prompt embeddings make the engine's block
@@ -59,8 +59,7 @@ class ResidentSet:
                     self._store(event, model)
                 elif isinstance(event, Removed):
                     if event.medium in DEVICE_MEDIA and event.group_idx in (None, 0):
-                        for block_hash in event.block_hashes:
-                            self._drop(block_hash)
+                        self._drop(event.block_hashes)
                 elif isinstance(event, Cleared):
                     self._clear()
 
@@ -93,25 +92,38 @@ class ResidentSet:
                 self.skipped_blocks += len(event.block_hashes)
                 return
             previous = known if isinstance(known, int) else known[-1]
-        extra = event.extra_keys if isinstance(event.extra_keys, list) else ()
-        tokens = event.token_ids
-        for n, block_hash in enumerate(event.block_hashes):
-            chunk = tokens[n * size:(n + 1) * size]
-            if len(chunk) < size or (n < len(extra) and not _only_adapter(extra[n], event.lora_name)):
-                # A partial block, or one keyed by more than its tokens: its descendants are unkeyable too.
-                self.skipped_blocks += len(event.block_hashes) - n
-                return
-            keys = chain_keys(previous, chunk, width)
-            previous = keys[-1]
-            if block_hash in self._blocks:
+        hashes = event.block_hashes
+        usable = min(len(hashes), len(event.token_ids) // size)  # a partial block has no key
+        extra = event.extra_keys
+        if isinstance(extra, list):
+            for n in range(min(usable, len(extra))):
+                if not _only_adapter(extra[n], event.lora_name):
+                    usable = n  # keyed by more than its tokens: it and its descendants are unkeyable
+                    break
+        self.skipped_blocks += len(hashes) - usable
+        if not usable:
+            return
+        # One chain over the event's blocks (each continues the one before), split per engine block.
+        keys = chain_keys(previous, event.token_ids[:usable * size], width)
+        per_block = size // width
+        blocks, added, removed = self._blocks, self._added, self._removed
+        for n in range(usable):
+            block_hash = hashes[n]
+            if block_hash in blocks:
                 continue  # stored again (vLLM re-announces a block it already holds): already counted
-            self._blocks[block_hash] = keys[0] if len(keys) == 1 else tuple(keys)
-            self._keys += len(keys)
-            for key in keys:
-                if key in self._removed:
-                    self._removed.discard(key)
+            if per_block == 1:
+                mine = keys[n]
+                blocks[block_hash] = mine
+                mine = (mine,)
+            else:
+                mine = tuple(keys[n * per_block:(n + 1) * per_block])
+                blocks[block_hash] = mine
+            self._keys += per_block
+            for key in mine:
+                if key in removed:
+                    removed.discard(key)
                 else:
-                    self._added.add(key)
+                    added.add(key)
 
     def _seed(self, model, adapter):
         seed = self._seeds.get((model, adapter))
@@ -121,17 +133,19 @@ class ResidentSet:
             seed = self._seeds[(model, adapter)] = seed_of(model, adapter)
         return seed
 
-    def _drop(self, block_hash):
-        known = self._blocks.pop(block_hash, None)
-        if known is None:
-            return
-        keys = (known,) if isinstance(known, int) else known
-        self._keys -= len(keys)
-        for key in keys:
-            if key in self._added:
-                self._added.discard(key)
-            else:
-                self._removed.add(key)
+    def _drop(self, block_hashes):
+        blocks, added, removed = self._blocks, self._added, self._removed
+        for block_hash in block_hashes:
+            known = blocks.pop(block_hash, None)
+            if known is None:
+                continue
+            keys = (known,) if known.__class__ is int else known
+            self._keys -= len(keys)
+            for key in keys:
+                if key in added:
+                    added.discard(key)
+                else:
+                    removed.add(key)
 
     # --- reading (sampler, prefix reporter) -------------------------------------------
 

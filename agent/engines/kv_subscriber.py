@@ -178,7 +178,10 @@ class KvSubscriber:
         if model is None:
             state.blocks.skipped_blocks += sum(len(getattr(e, "block_hashes", ())) for e in batch.events)
         else:
-            state.blocks.apply(batch.events, model)
+            try:
+                state.blocks.apply(batch.events, model)
+            except (TypeError, ValueError) as error:  # an unhashable block hash, a token out of range
+                self._bad(f"an event the index cannot use ({type(error).__name__}: {str(error)[:80]})")
         state.last_seq = batch.seq
         state.events_total += len(batch.events)
         state.last_event_ms = self._clock_ms()
@@ -229,7 +232,7 @@ class KvSubscriber:
 
     def _bad(self, reason):
         self.bad_messages += 1
-        if self._error is None or self._error_at_ms is None:
+        if self._error_at_ms is None or self._clock_ms() - self._error_at_ms > STATUS_WINDOW_MS:
             log.warning("kv events %s: %s (further bad messages are counted, not logged)", self.endpoint, reason)
         self._note_error(reason)
 
