@@ -115,3 +115,14 @@ def test_the_series_keep_the_engine_figures(api, register_instance, report, froz
     pool_point = api.get("/debug/pool_resource/history", range="15m").json()["points"][-1]
     assert (pool_point["requests_waiting_total"], pool_point["kv_cache_usage_max"]) == (6, 0.6)
     assert pool_point["saturation"] == pytest.approx(1.0)  # 6 waiting ÷ 5
+
+
+def test_an_engine_objects_kv_events_are_accepted_and_kept(register_instance, report, listed_instances, frozen):
+    """SPEC 15.2: the agent's ``kv_events`` key (an object, or null without an event endpoint) is kept as sent."""
+    kv_events = {"status": "ok", "error": None, "resident_blocks": 3, "events_total": 7, "gaps_total": 0,
+                 "last_event_age_ms": 120, "block_tokens": 16}
+    engine_host(register_instance, report, "i-1", make_engine(engine_index="0", kv_events=kv_events),
+                make_engine(engine_index="1", kv_events=None))
+    resource = listed_instances()["i-1"]["resource"]
+    assert resource["engine_count"] == 2 and resource["engine_status"] == "ok"
+    assert [engine["kv_events"] for engine in resource["raw_resource"]["engines"]] == [kv_events, None]
