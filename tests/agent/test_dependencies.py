@@ -17,6 +17,7 @@ import agent.__main__, agent.app, agent.reporter, agent.server, agent.gpu.monito
 import agent.engines.scraper, agent.engines.figures, agent.engines.reading, agent.engines.exposition
 import agent.gpu.xid_events, agent.gpu.health, agent.gpu.watch
 import agent.capabilities, agent.launch
+import agent.engines.kv_events, agent.engines.kv_index, agent.engines.kv_subscriber, agent.prefix_reporter
 agent.gpu.monitor.GpuMonitor().open()  # loads pynvml the way the agent does
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
 """

@@ -9,6 +9,7 @@ polls.
 
 import subprocess
 import sys
+import threading
 import time
 
 import msgpack
@@ -17,6 +18,7 @@ import zmq
 
 from agent.app import Agent
 from agent.config import Settings
+from agent.engines.kv_subscriber import KvSubscriber
 from agent.prefix_keys import prompt_keys
 from tests.agent.test_engines import get
 from tests.agent.test_kv_events import stored
@@ -146,3 +148,71 @@ def test_more_event_endpoints_than_engines_is_a_usage_error():
     result = subprocess.run([sys.executable, "-m", "agent", "--engine-kv-events", "tcp://*:5557"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "paired in order with --engine-url" in result.stderr
+
+
+class ReplayingPublisher(Publisher):
+    """vLLM's publisher with its replay ROUTER: every batch is kept; ``drop`` leaves one off the PUB socket."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = self.context.socket(zmq.ROUTER)
+        self.replay_port = free_port()
+        self.router.bind(f"tcp://127.0.0.1:{self.replay_port}")
+        self.buffer = []
+        self.replays = 0
+        self.serving = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def send(self, *events, rank=0, drop=False):
+        payload = msgpack.packb([time.time(), list(events), rank])
+        self.buffer.append((self.seq, payload))
+        if not drop:
+            self.socket.send_multipart((b"", self.seq.to_bytes(8, "big"), payload))
+        self.seq += 1
+
+    def _serve(self):
+        while self.serving:
+            if not self.router.poll(50):
+                continue
+            client, _, start = self.router.recv_multipart()
+            self.replays += 1
+            first = int.from_bytes(start, "big")
+            for seq, payload in list(self.buffer):
+                if seq >= first:
+                    self.router.send_multipart((client, b"", seq.to_bytes(8, "big"), payload))
+            self.router.send_multipart((client, b"", (-1).to_bytes(8, "big", signed=True), b""))
+
+    def close(self):
+        self.serving = False
+        self.thread.join(5)
+        self.router.close(0)
+        super().close()
+
+
+def test_a_sequence_gap_is_replayed_from_the_replay_endpoint():
+    publisher = ReplayingPublisher()
+    subscriber = KvSubscriber(f"tcp://127.0.0.1:{publisher.port}", 16, lambda rank: MODEL,
+                              replay_endpoint=f"tcp://127.0.0.1:{publisher.replay_port}")
+    subscriber.start()
+    try:
+        def heard():
+            publisher.buffer.clear()
+            publisher.seq = 0
+            publisher.send({"type": "AllBlocksCleared"})
+            return subscriber.rank(0).events_total > 0
+        assert until(heard)
+        state = subscriber.rank(0)
+        publisher.send({"type": "AllBlocksCleared"})  # the last of the clears: those in flight are in by then
+        assert until(lambda: state.last_seq == 1)
+        state.blocks.drain()
+        publisher.send(stored([1], None, TOKENS[:16]), drop=True)  # lost on the way
+        publisher.send(stored([2], 1, TOKENS[16:32]))
+        assert until(lambda: state.blocks.resident_blocks == 2)
+        assert state.gaps_total == 1 and publisher.replays == 1
+        # Replayed in full: the Proxy gets the changes, no reset.
+        reset, added, removed = state.blocks.drain()
+        assert (reset, sorted(added), removed) == (False, sorted(prompt_keys(MODEL, TOKENS[:32])), [])
+    finally:
+        subscriber.stop()
+        publisher.close()
