@@ -158,12 +158,10 @@ class Agent:
         gc.freeze()
 
     def _make_prefix_reporter(self):
-        from agent.prefix_reporter import PrefixReporter
-        from agent.reporter import ProxyClient
+        from agent.prefix_reporter import KeptAliveClient, PrefixReporter
 
         settings = self.settings
-        # A session of its own: requests' sessions are not shared between threads.
-        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        client = KeptAliveClient(settings.proxy_url, settings.token, settings.http_timeout_s)
         return PrefixReporter(client, self.prefix_sources, lambda: self.builder.instance_id,
                               settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration)
 

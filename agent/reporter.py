@@ -76,28 +76,36 @@ class ProxyClient:
                 raw = _read_at_most(response, MAX_ANSWER_BYTES)
         except requests.RequestException as error:
             return Answer(UNAVAILABLE, detail=f"{type(error).__name__}: {error}")
-        status = response.status_code
-        if raw is None:
-            return Answer(UNAVAILABLE, detail=f"HTTP {status}: an answer over {MAX_ANSWER_BYTES} bytes, not the Proxy's")
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = None
-        if status >= 500:
-            return Answer(UNAVAILABLE, data, f"HTTP {status}")
-        if isinstance(data, dict) and data.get("ok") is False:
-            if data.get("error") == UNKNOWN_INSTANCE:
-                return Answer(UNKNOWN_INSTANCE, data, "unknown_instance")
-            return Answer(REJECTED, data, f"HTTP {status}: {_short(data)}")
-        text = raw.decode("utf-8", "replace")
-        if 200 <= status < 300:
-            if isinstance(data, dict):
-                return Answer(OK, data)
-            return Answer(UNAVAILABLE, data, f"HTTP {status} but not a JSON object, not the Proxy's: {_short(text)}")
-        return Answer(REJECTED, data, f"HTTP {status}: {_short(data if data is not None else text)}")
+        return classify(response.status_code, raw)
 
     def close(self):
         self.session.close()
+
+
+def classify(status, raw) -> Answer:
+    """The ``Answer`` of an HTTP status and body (None: longer than ``MAX_ANSWER_BYTES``), as every client reads it.
+
+    Only an answer that is a JSON object counts as the Proxy's: a 200 with an
+    HTML page or a list (a wrong URL, a captive portal) is a failure.
+    """
+    if raw is None:
+        return Answer(UNAVAILABLE, detail=f"HTTP {status}: an answer over {MAX_ANSWER_BYTES} bytes, not the Proxy's")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if status >= 500:
+        return Answer(UNAVAILABLE, data, f"HTTP {status}")
+    if isinstance(data, dict) and data.get("ok") is False:
+        if data.get("error") == UNKNOWN_INSTANCE:
+            return Answer(UNKNOWN_INSTANCE, data, "unknown_instance")
+        return Answer(REJECTED, data, f"HTTP {status}: {_short(data)}")
+    text = raw.decode("utf-8", "replace")
+    if 200 <= status < 300:
+        if isinstance(data, dict):
+            return Answer(OK, data)
+        return Answer(UNAVAILABLE, data, f"HTTP {status} but not a JSON object, not the Proxy's: {_short(text)}")
+    return Answer(REJECTED, data, f"HTTP {status}: {_short(data if data is not None else text)}")
 
 
 def _read_at_most(response, limit):
