@@ -21,7 +21,8 @@ indexed and the status says ``block_size_mismatch``.
 Changes since the last ``drain`` are kept as two sets that cancel (a key
 stored and removed between two reports is never sent); ``AllBlocksCleared``,
 a new model, or a failed report asks for a reset: the whole set is sent again
-under a new epoch.
+under a new epoch. While a reset is due no changes are kept, so an agent that
+does not report (or cannot, for long) holds the set and nothing more.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class ResidentSet:
         keys = chain_keys(previous, event.token_ids[:usable * size], width)
         per_block = size // width
         blocks, added, removed = self._blocks, self._added, self._removed
+        track = not self._reset_pending  # the whole set goes next: no changes to keep meanwhile
         for n in range(usable):
             block_hash = hashes[n]
             if block_hash in blocks:
@@ -119,11 +121,12 @@ class ResidentSet:
                 mine = tuple(keys[n * per_block:(n + 1) * per_block])
                 blocks[block_hash] = mine
             self._keys += per_block
-            for key in mine:
-                if key in removed:
-                    removed.discard(key)
-                else:
-                    added.add(key)
+            if track:
+                for key in mine:
+                    if key in removed:
+                        removed.discard(key)
+                    else:
+                        added.add(key)
 
     def _seed(self, model, adapter):
         seed = self._seeds.get((model, adapter))
@@ -135,12 +138,15 @@ class ResidentSet:
 
     def _drop(self, block_hashes):
         blocks, added, removed = self._blocks, self._added, self._removed
+        track = not self._reset_pending
         for block_hash in block_hashes:
             known = blocks.pop(block_hash, None)
             if known is None:
                 continue
             keys = (known,) if known.__class__ is int else known
             self._keys -= len(keys)
+            if not track:
+                continue
             for key in keys:
                 if key in added:
                     added.discard(key)
@@ -179,6 +185,8 @@ class ResidentSet:
         """Send the whole set next time (the Proxy asked for it, a report failed, or it is time)."""
         with self._lock:
             self._reset_pending = True
+            self._added.clear()  # the whole set goes: changes need not be kept until then
+            self._removed.clear()
 
     def drain(self):
         """``(reset, added, removed)`` since the last drain: the whole set when a reset is due, else the changes."""
