@@ -31,7 +31,17 @@ import time
 from urllib.parse import urlsplit
 
 from agent import AGENT_VERSION
-from agent.reporter import MAX_ANSWER_BYTES, OK, UNAVAILABLE, UNKNOWN_INSTANCE, Answer, Backoff, FailureLog, classify
+from agent.reporter import (
+    MAX_ANSWER_BYTES,
+    OK,
+    UNAVAILABLE,
+    UNKNOWN_INSTANCE,
+    Answer,
+    Backoff,
+    FailureLog,
+    SteppingThread,
+    classify,
+)
 from agent.sampler import wall_ms
 
 log = logging.getLogger(__name__)
@@ -102,7 +112,7 @@ class _Stream:
         self.full_at = None
 
 
-class PrefixReporter:
+class PrefixReporter(SteppingThread):
     """``sources()`` lists ``(engine name, ResidentSet)`` pairs; ``instance_id()`` the id reported as now."""
 
     def __init__(self, client, sources, instance_id, block_tokens, on_unknown_instance=None, interval_s=0.25,
@@ -182,26 +192,3 @@ class PrefixReporter:
         self._backoff.reset()
         self._failures.success()
         return True
-
-    # --- thread -------------------------------------------------------------------
-
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name="fleetwatch-prefix-reporter", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                delay = self.step()
-            except Exception:  # noqa: BLE001 - the thread must outlive any surprise
-                log.exception("prefix reporter step failed")
-                delay = self._backoff.next_delay()
-            self._stop.wait(max(delay, 0.005))
-
-    def stop(self, timeout_s=None):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s if timeout_s is not None else self._client.timeout_s + 1)
-
-    def close(self):
-        self._client.close()

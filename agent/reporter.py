@@ -180,7 +180,39 @@ class FailureLog:
         self.streak = 0
 
 
-class Reporter:
+class SteppingThread:
+    """A thread that calls ``self.step()`` and waits what it returns, for as long as it is not stopped.
+
+    The subclass sets ``_client`` (with ``timeout_s`` and ``close()``), ``_backoff``, ``_stop`` (an Event),
+    ``_thread`` (None) and ``thread_name``; a surprise in a step is logged and waited out with backoff.
+    """
+
+    thread_name = "fleetwatch-reporter"
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                delay = self.step()
+            except Exception:  # noqa: BLE001 - the thread must outlive any surprise
+                log.exception("%s: a step failed", self.thread_name)
+                delay = self._backoff.next_delay()
+            self._stop.wait(max(delay, 0.005))
+
+    def stop(self, timeout_s=None):
+        """Stop the thread; waits at most for one in-flight request."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s if timeout_s is not None else self._client.timeout_s + 1)
+
+    def close(self):
+        self._client.close()
+
+
+class Reporter(SteppingThread):
     """Keeps one instance registered and reported at a Proxy."""
 
     def __init__(self, client: ProxyClient, store, *, instance_id, host, port, meta=None, register=True,
@@ -319,30 +351,6 @@ class Reporter:
             if answer.kind == OK:
                 answer = self._send_snapshot()
         return answer
-
-    # --- thread ---------------------------------------------------------------
-
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name="fleetwatch-reporter", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                delay = self.step()
-            except Exception:  # noqa: BLE001 - the reporter must outlive any surprise
-                log.exception("reporter step failed")
-                delay = self._backoff.next_delay()
-            self._stop.wait(max(delay, 0.005))
-
-    def stop(self, timeout_s=None):
-        """Stop the thread; waits at most for one in-flight request."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s if timeout_s is not None else self._client.timeout_s + 1)
-
-    def close(self):
-        self._client.close()
 
     def unregister(self) -> bool:
         """Best-effort unregister at shutdown; only when this agent registered the instance."""
