@@ -115,6 +115,8 @@ class _Stream:
 class PrefixReporter(SteppingThread):
     """``sources()`` lists ``(engine name, ResidentSet)`` pairs; ``instance_id()`` the id reported as now."""
 
+    thread_name = "fleetwatch-prefix-reporter"
+
     def __init__(self, client, sources, instance_id, block_tokens, on_unknown_instance=None, interval_s=0.25,
                  full_every_s=300.0, clock=time.monotonic, clock_wall_ms=wall_ms, backoff=None, failure_log=None):
         self._client = client
