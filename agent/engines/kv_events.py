@@ -91,32 +91,29 @@ def decode_payload(seq: int, payload: bytes, unpackb) -> Batch:
     return Batch(seq, ts if isinstance(ts, (int, float)) else None, [decode_event(e) for e in events], rank)
 
 
-def _fields(event, names):
-    """(tag, {field: value}) of a map-tagged or array-like event."""
-    if isinstance(event, dict):
-        return event.get("type"), event
-    if isinstance(event, list) and event and isinstance(event[0], str):
-        return event[0], dict(zip(names, event[1:]))
-    raise WireError("an event is neither a tagged map nor a tagged array")
-
-
 def decode_event(event):
-    tag = event.get("type") if isinstance(event, dict) else (event[0] if isinstance(event, list) and event else None)
+    """One event, a map tagged ``"type"`` or an array-like struct whose first element is the tag."""
+    if event.__class__ is dict:
+        f = event
+        tag = f.get("type")
+    elif isinstance(event, list) and event and isinstance(event[0], str):
+        tag = event[0]
+        f = dict(zip(STORED_FIELDS if tag == "BlockStored" else REMOVED_FIELDS, event[1:]))
+    else:
+        raise WireError("an event is neither a tagged map nor a tagged array")
     if tag == "BlockStored":
-        _, f = _fields(event, STORED_FIELDS)
         hashes, tokens, size = f.get("block_hashes"), f.get("token_ids"), f.get("block_size")
-        if not isinstance(hashes, list) or not isinstance(tokens, list):
+        if hashes.__class__ is not list or tokens.__class__ is not list:
             raise WireError("BlockStored without block_hashes or token_ids lists")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if size.__class__ is not int or size < 1:
             raise WireError("BlockStored without a positive block_size")
         parent = f.get("parent_block_hash")
         return Stored(block_hashes(hashes), None if parent is None else block_hash(parent), tokens, size,
                       _text(f.get("lora_name")), _text(f.get("medium")), f.get("extra_keys"),
                       _whole(f.get("group_idx")))
     if tag == "BlockRemoved":
-        _, f = _fields(event, REMOVED_FIELDS)
         hashes = f.get("block_hashes")
-        if not isinstance(hashes, list):
+        if hashes.__class__ is not list:
             raise WireError("BlockRemoved without a block_hashes list")
         return Removed(block_hashes(hashes), _text(f.get("medium")), _whole(f.get("group_idx")))
     if tag == "AllBlocksCleared":

@@ -82,6 +82,7 @@ class KvSubscriber:
         self._wanted = {0}
         self._connected: set[int] = set()
         self._models: dict[int, str] = {}
+        self._turn_models = None
         self._error = None
         self._error_at_ms = None
         self.bad_messages = 0
@@ -127,10 +128,14 @@ class KvSubscriber:
         try:
             while not self._stop.wait(DRAIN_MS / 1000.0):
                 self._connect_wanted(sub)
+                self._turn_models = {}  # the engine's model, looked up once a wakeup
                 for _ in range(MAX_BATCHES_PER_TURN):
-                    if not sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    try:
+                        frames = sub.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
                         break
-                    self.handle(sub.recv_multipart(zmq.NOBLOCK), msgpack.unpackb, context)
+                    self.handle(frames, msgpack.unpackb, context)
+                self._turn_models = None
         except Exception as error:  # noqa: BLE001 - the thread reports its end rather than dying silently
             log.exception("kv events %s: the subscriber stopped", self.endpoint)
             self._note_error(f"subscriber_error:{type(error).__name__}")
@@ -186,6 +191,9 @@ class KvSubscriber:
         state.last_event_ms = self._clock_ms()
 
     def _model(self, rank):
+        turn = self._turn_models
+        if turn is not None and rank in turn:
+            return turn[rank]
         model = self._model_of(rank)
         known = self._models.get(rank)
         if model is None:
@@ -195,6 +203,8 @@ class KvSubscriber:
                      model, known)
             self.rank(rank).blocks.clear()
         self._models[rank] = model
+        if turn is not None:
+            turn[rank] = model
         return model
 
     def _replay(self, state, rank, first, upto, unpackb, context) -> bool:
