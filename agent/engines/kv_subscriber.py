@@ -117,6 +117,11 @@ class KvSubscriber:
     # --- the thread ---------------------------------------------------------------
 
     def _run(self):
+        missing = require_extra()
+        if missing:  # the command line checks this at start; an embedding program may not have
+            self._note_error(missing)
+            log.error("kv events %s: %s", self.endpoint, missing)
+            return
         import msgpack
         import zmq
 
