@@ -98,7 +98,9 @@ class PlacementSerializer(PlacementBodyBase):
     prompt_block_keys = IntegerListField(INT64_MIN, INT64_MAX, MAX_PROMPT_KEYS, required=False, allow_null=True,
                                          default=None)
 
-    def validate(self, attrs):
+    def to_internal_value(self, data):
+        # The placement views call this, not ``is_valid``: the prompt's rules across fields are checked here.
+        attrs = super().to_internal_value(data)
         tokens, keys = attrs.get("prompt_token_ids"), attrs.get("prompt_block_keys")
         if tokens is not None and keys is not None:
             raise serializers.ValidationError({"prompt_block_keys": ["Send prompt_token_ids or prompt_block_keys, "
