@@ -1,5 +1,6 @@
 """``POST /v1/instance/prefix_blocks`` (SPEC 15.3) as OpenAPI."""
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer
 from rest_framework import serializers
 
@@ -12,6 +13,22 @@ from proxy_app.api.serializers import INT64_MAX, INT64_MIN, IntegerListField
 
 ENGINE_LENGTH = 256
 MAX_KEYS = 16_384
+
+
+class IntegerListScheme(OpenApiSerializerFieldExtension):
+    """``proxy_app.api.serializers.IntegerListField``: an array of bounded integers (keys, token ids)."""
+
+    target_class = "proxy_app.api.serializers.IntegerListField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        items = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
+        if field.minimum < -(2**31) or field.maximum >= 2**31:
+            items["format"] = "int64"
+        schema = {"type": "array", "items": items, "maxItems": field.max_length}
+        if field.allow_null:
+            schema["nullable"] = True
+        return schema
 
 
 class PrefixBlocksSerializer(serializers.Serializer):
