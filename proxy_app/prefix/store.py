@@ -24,9 +24,13 @@ from django.db import connection, transaction
 from prometheus_client import Counter
 
 from proxy_app.models import Instance, PrefixBlock, PrefixChange, PrefixEngine, PrefixLearned
+from proxy_app.pool.summary import proxy_id
 
-UPDATES = Counter("fleetwatch_prefix_updates", "Prefix-block bodies applied (SPEC 15.3).")
-RESYNCS = Counter("fleetwatch_prefix_resyncs", "Prefix-block bodies answered resync: the agent must send a reset.")
+# Counted by each process (summed over the web processes in prometheus_client's multiprocess mode), with this
+# Proxy's id as every Proxy family carries it.
+UPDATES = Counter("fleetwatch_prefix_updates", "Prefix-block bodies applied (SPEC 15.3).", ["proxy_id"])
+RESYNCS = Counter("fleetwatch_prefix_resyncs", "Prefix-block bodies answered resync: the agent must send a reset.",
+                  ["proxy_id"])
 # How long the change rows stay readable; a copy further behind rebuilds from PrefixBlock.
 CHANGE_KEEP_S = 120.0
 PRUNE_EVERY_S = 10.0
@@ -100,7 +104,7 @@ def apply_body(body, now):
             stream.blocks = _insert(instance_id, stream.pk, added)
             removed = []
         elif stream is None or stream.epoch != epoch or seq not in (stream.seq, stream.seq + 1):
-            RESYNCS.inc()
+            RESYNCS.labels(proxy_id()).inc()
             return Outcome.RESYNC
         elif seq == stream.seq:
             return Outcome.APPLIED  # a retry of the body applied last
@@ -110,7 +114,7 @@ def apply_body(body, now):
         stream.save(update_fields=["epoch", "seq", "blocks", "changed_at"])
         PrefixChange.objects.create(instance_id=instance_id, slot=stream.pk, engine=engine, epoch=epoch, seq=seq,
                                     reset=reset, added=as_bytes(added), removed=as_bytes(removed), at=now)
-    UPDATES.inc()
+    UPDATES.labels(proxy_id()).inc()
     _prune(now)
     return Outcome.APPLIED
 
