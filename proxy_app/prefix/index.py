@@ -133,16 +133,14 @@ class PrefixIndex:
         if self.delta >= max(MERGE_MIN, len(self.keys) // MERGE_FRACTION):
             self.merge()
 
-    def load(self, rows_by_stream):
-        """A whole index at once, from ``{stream: (instance_id, keys array)}`` (a rebuild from the table)."""
+    def load(self, owners, slots, keys):
+        """A whole index at once (a rebuild from the table): ``owners`` lists ``(stream, instance_id)``, and pair
+        ``i`` is key ``keys[i]`` held by the stream at position ``slots[i]`` of that list."""
         self.__init__()
-        keys, slots = [], []
-        for stream, (instance_id, stream_keys) in rows_by_stream.items():
-            slot = self._new_slot(stream, instance_id)
-            keys.append(np.asarray(stream_keys, np.int64))
-            slots.append(np.full(len(stream_keys), slot, np.int32))
-        if keys:
-            self._set_base(np.concatenate(keys), np.concatenate(slots))
+        for stream, instance_id in owners:
+            self._new_slot(stream, instance_id)
+        if len(keys):
+            self._set_base(np.asarray(keys, np.int64), np.asarray(slots, np.int32))
 
     def _set_base(self, keys, slots):
         order = np.lexsort((slots, keys))

@@ -89,18 +89,16 @@ class PrefixKeeper:
         self.reset()
         self.streams = {pk: [instance_id, epoch, seq] for pk, instance_id, epoch, seq in
                         PrefixEngine.objects.values_list("id", "instance_id", "epoch", "seq")}
-        table = connection.ops.quote_name(PrefixBlock._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT slot, key FROM {table}")
-            pairs = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
-        by_stream = {}
-        if len(pairs):
-            pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
-            streams, starts = np.unique(pairs[:, 0], return_index=True)
-            for stream, keys in zip(streams.tolist(), np.split(pairs[:, 1], starts[1:])):
-                if stream in self.streams:
-                    by_stream[stream] = (self.streams[stream][0], keys)
-        self.index.load(by_stream)
+        known = np.array(sorted(self.streams), dtype=np.int64)
+        slots, keys = [], []
+        for chunk in _pairs():
+            position = np.searchsorted(known, chunk[:, 0])
+            found = position < len(known)
+            found[found] = known[position[found]] == chunk[found, 0]  # a stream created since is followed later
+            slots.append(position[found].astype(np.int32))
+            keys.append(chunk[found, 1])
+        owners = [(stream, self.streams[stream][0]) for stream in known.tolist()]
+        self.index.load(owners, np.concatenate(slots) if slots else [], np.concatenate(keys) if keys else [])
         for pk, instance_id, keys, expires_at in PrefixLearned.objects.filter(expires_at__gt=now).values_list(
                 "id", "instance_id", "keys", "expires_at"):
             self.learned.record(instance_id, from_bytes(keys), expires_at)
@@ -164,6 +162,22 @@ class PrefixKeeper:
 
     def nbytes(self):
         return self.index.nbytes()
+
+
+READ_CHUNK = 65536
+
+
+def _pairs():
+    """Every (stream, key) of the table, as int64 arrays of at most ``READ_CHUNK`` rows (the whole table as
+    Python tuples at once would cost ten times the index it builds)."""
+    table = connection.ops.quote_name(PrefixBlock._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT slot, key FROM {table}")
+        while True:
+            rows = cursor.fetchmany(READ_CHUNK)
+            if not rows:
+                return
+            yield np.array(rows, dtype=np.int64).reshape(-1, 2)
 
 
 PREFIX = PrefixKeeper()

@@ -42,6 +42,14 @@ def test_a_reset_or_a_drop_forgets_a_stream_before_and_after_a_merge():
     assert len(index.keys) == 0 and index.owner == []
 
 
+def test_it_loads_a_whole_table_at_once():
+    index = PrefixIndex()
+    index.load([(40, "a"), (41, "b")], np.array([0, 0, 1, 1]), np.array([5, 6, 5, 9]))
+    assert index.hits([5, 6]) == {"a": 2, "b": 1}
+    index.apply(41, "b", added=[6])
+    assert index.hits([5, 6]) == {"a": 2, "b": 2}
+
+
 def test_it_removes_a_key_held_in_the_columns_and_one_held_in_the_delta():
     index = PrefixIndex()
     index.apply(1, "a", added=[1, 2, 3])
