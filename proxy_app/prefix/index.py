@@ -56,12 +56,19 @@ def _slots(held):
     return () if held is None else held if isinstance(held, set) else (held,)
 
 
-def leading_runs(positions, slots, length):
-    """``{slot: run}`` from (position, slot) pairs: how many of positions 0, 1, 2 … each slot holds in a row."""
+def leading_runs(positions, slots, length, ordered=False):
+    """``{slot: run}`` from (position, slot) pairs: how many of positions 0, 1, 2 … each slot holds in a row.
+    ``ordered``: the pairs come by position, each once (a stable sort by slot then suffices)."""
     if not len(positions):
         return {}
-    codes = np.unique(slots.astype(np.int64) * (length + 1) + positions)
-    slots, positions = codes // (length + 1), codes % (length + 1)
+    if ordered:
+        order = np.argsort(slots, kind="stable")
+        slots, positions = slots[order], positions[order]
+    else:
+        order = np.lexsort((positions, slots))
+        slots, positions = slots[order], positions[order]
+        distinct = np.r_[True, (slots[1:] != slots[:-1]) | (positions[1:] != positions[:-1])]
+        slots, positions = slots[distinct], positions[distinct]
     starts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]])
     group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(slots)]))
     rank = np.arange(len(slots)) - starts[group]
@@ -151,44 +158,70 @@ class PrefixIndex:
         self.keys, self.slots = keys, slots
 
     def merge(self):
-        """Fold the delta into the base, sweep dead slots out and number the live ones afresh."""
-        keep = ~self.dead[self.slots]
-        if self.removed:
-            gone = [(key, slot) for key, held in self.removed.items() for slot in _slots(held)]
-            gone_keys = np.fromiter((key for key, _ in gone), np.int64, len(gone))
-            gone_slots = np.fromiter((slot for _, slot in gone), np.int64, len(gone))
-            codes = self._codes(self.keys, self.slots)
-            keep &= ~np.isin(codes, self._codes(gone_keys, gone_slots))
-        keys, slots = self.keys[keep], self.slots[keep]
-        pairs = [(key, slot) for key, held in self.added.items() for slot in _slots(held) if not self.dead[slot]]
-        if pairs:
-            keys = np.r_[keys, np.fromiter((key for key, _ in pairs), np.int64, len(pairs))]
-            slots = np.r_[slots, np.fromiter((slot for _, slot in pairs), np.int32, len(pairs))]
-        live = [slot for slot in range(len(self.owner)) if self.owner[slot] is not None]
-        renumber = np.zeros(len(self.dead), np.int32)
-        renumber[live] = np.arange(len(live), dtype=np.int32)
-        slots = renumber[slots] if len(slots) else slots
-        self.owner = [self.owner[slot] for slot in live]
-        self.slot_of = {stream: int(renumber[slot]) for stream, slot in self.slot_of.items()}
-        self.dead = np.zeros(max(64, 2 * len(live)), bool)
-        self.added, self.removed, self.delta = {}, {}, 0
-        self._set_base(keys, slots.astype(np.int32))
+        """Fold the delta into the base, sweep dead slots out and number the live ones afresh.
 
-    @staticmethod
-    def _codes(keys, slots):
-        """One comparable value per (key, slot) pair (a structured view; no arithmetic overflow)."""
-        pairs = np.empty(len(keys), dtype=[("key", np.int64), ("slot", np.int64)])
-        pairs["key"], pairs["slot"] = keys, slots
-        return pairs
+        Linear in the base (one deletion, one insertion), never a sort of it: the delta's pairs are found and
+        placed by binary search (``_find``).
+        """
+        keys, slots = self.keys, self.slots
+        dropped = []
+        if self.removed:
+            at, found = self._find(*self._pairs(self.removed))
+            dropped.append(at[found])
+        if self.dead.any():
+            dropped.append(np.flatnonzero(self.dead[slots]))
+        dropped = np.unique(np.concatenate(dropped)) if dropped else np.zeros(0, np.int64)
+        new_keys, new_slots = self._pairs(self.added, skip_dead=True)
+        at, found = self._find(new_keys, new_slots)
+        new_keys, new_slots, at = new_keys[~found], new_slots[~found], at[~found]
+        order = np.lexsort((new_slots, new_keys, at))
+        at = at[order] - np.searchsorted(dropped, at[order])  # the dropped pairs before each insertion point
+        if len(dropped):
+            keys, slots = np.delete(keys, dropped), np.delete(slots, dropped)
+        if len(at):
+            keys = np.insert(keys, at, new_keys[order])
+            slots = np.insert(slots, at, new_slots[order].astype(np.int32))
+        live = [slot for slot in range(len(self.owner)) if self.owner[slot] is not None]
+        if len(live) < len(self.owner):
+            renumber = np.zeros(len(self.dead), np.int32)
+            renumber[live] = np.arange(len(live), dtype=np.int32)  # in order: the columns stay sorted
+            slots = renumber[slots]
+            self.owner = [self.owner[slot] for slot in live]
+            self.slot_of = {stream: int(renumber[slot]) for stream, slot in self.slot_of.items()}
+            self.dead = np.zeros(max(64, 2 * len(live)), bool)
+        self.added, self.removed, self.delta = {}, {}, 0
+        self.keys, self.slots = keys, slots
+
+    def _pairs(self, table, skip_dead=False):
+        pairs = [(key, slot) for key, held in table.items() for slot in _slots(held)
+                 if not (skip_dead and self.dead[slot])]
+        return (np.fromiter((key for key, _ in pairs), np.int64, len(pairs)),
+                np.fromiter((slot for _, slot in pairs), np.int64, len(pairs)))
+
+    def _find(self, find_keys, find_slots):
+        """(insertion point, whether held) of each (key, slot) in the columns: a key's pairs are sorted by slot,
+        so the point is its first pair plus how many of its pairs have a smaller slot."""
+        low, counts = self._ranges(find_keys)
+        total = int(counts.sum())
+        at = np.repeat(low - np.cumsum(counts) + counts, counts) + np.arange(total)
+        which = np.repeat(np.arange(len(find_keys)), counts)
+        held = self.slots[at].astype(np.int64)
+        wanted = find_slots[which]
+        smaller = np.bincount(which, weights=held < wanted, minlength=len(find_keys)).astype(np.int64)
+        found = np.bincount(which, weights=held == wanted, minlength=len(find_keys)) > 0
+        return low + smaller, found
+
+    def _ranges(self, query):
+        """(first pair, how many pairs) of each key of ``query`` in the columns."""
+        low = np.searchsorted(self.keys, query, "left")
+        return low, np.searchsorted(self.keys, query, "right") - low
 
     def hits(self, prompt_keys):
         """``{instance_id: blocks}``: the longest leading run of ``prompt_keys`` each instance holds (the best of
         its engines'), for the instances holding at least the first key."""
         query = np.asarray(prompt_keys, np.int64)
-        low = np.searchsorted(self.keys, query, "left")
-        high = np.searchsorted(self.keys, query, "right")
-        counts = high - low
-        in_delta = {int(key) for key in query} & self.added.keys() if self.added else set()
+        low, counts = self._ranges(query)
+        in_delta = set(query.tolist()) & self.added.keys() if self.added else set()
         held = (counts > 0) | np.isin(query, np.fromiter(in_delta, np.int64, len(in_delta)))
         length = int(np.argmin(held)) if not held.all() else len(query)  # nobody holds past the first gap
         if not length:
@@ -212,7 +245,7 @@ class PrefixIndex:
                 positions = np.r_[positions, [position for position, _ in extra]]
                 slots = np.r_[slots, [slot for _, slot in extra]]
         answer = {}
-        for slot, run in leading_runs(positions, slots, length).items():
+        for slot, run in leading_runs(positions, slots, length, ordered=not in_delta).items():
             instance_id = self.owner[slot]
             if instance_id is not None and run > answer.get(instance_id, 0):
                 answer[instance_id] = run
