@@ -88,8 +88,10 @@ def body_size_refusal(meta):
     return None
 
 
-# Paths whose bodies may be larger than FLEETWATCH_MAX_BODY_BYTES, and the setting that says how large.
-LARGE_BODY_PATHS = {"/v1/placement": "FLEETWATCH_PLACEMENT_MAX_BODY_BYTES"}
+# Paths whose bodies may be larger than FLEETWATCH_MAX_BODY_BYTES, and the setting that says how large: those
+# that carry a prompt or block keys (SPEC 15.3: two lists of 16,384 int64 keys are up to ~700 KB as JSON).
+LARGE_BODY_PATHS = {"/v1/placement": "FLEETWATCH_PREFIX_MAX_BODY_BYTES",
+                    "/v1/instance/prefix_blocks": "FLEETWATCH_PREFIX_MAX_BODY_BYTES"}
 
 
 def body_limit(path):

@@ -141,3 +141,11 @@ def test_its_keys_leave_with_an_expired_instance(api, known, frozen, settings):
     assert Instance.objects.delete_expired(clock.now(), settings.FLEETWATCH_RETENTION_S) == 1
     assert held() == set() and not PrefixEngine.objects.exists()
     assert PREFIX.hits("events", [1], clock.now()) == {}
+
+
+def test_it_takes_the_largest_body_the_lists_allow(api, known):
+    keys = [-(2**63) + n for n in range(16_384)]
+    api.post(PATH, body(reset=True, added=keys))
+    answer = api.post(PATH, body(seq=1, added=[2**63 - 1 - n for n in range(16_384)], removed=keys))
+    assert answer.json() == {"ok": True, "resync": False}
+    assert len(held()) == 16_384

@@ -1,5 +1,6 @@
 """The Proxy's placement, its GET variant for nginx, and feedback (SPEC 14.1, 14.2) as OpenAPI."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -27,6 +28,25 @@ from proxy_app.api.serializers import (
 )
 
 PLACEMENT = ["placement"]
+ARRAY = {"type": "array"}
+
+
+class PlacementBodyScheme(OpenApiSerializerExtension):
+    """``PlacementSerializer`` as declared, with its rules across fields (SPEC 15.5): a prompt is sent as token
+    ids or as block keys, not both, and only with ``model``."""
+
+    target_class = "proxy_app.api.serializers.PlacementSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        if direction != "request":
+            return schema
+        prompts = ("prompt_token_ids", "prompt_block_keys")
+        refused = [{"required": list(prompts), "properties": dict.fromkeys(prompts, ARRAY)}]
+        for prompt in prompts:
+            refused.append({"required": [prompt], "properties": {prompt: ARRAY}, "not": {"required": ["model"]}})
+            refused.append({"required": [prompt, "model"], "properties": {prompt: ARRAY, "model": {"enum": [None]}}})
+        return {**schema, "not": {"anyOf": refused}}
 
 
 class PlacementCandidate(serializers.Serializer):
@@ -75,7 +95,7 @@ placement_schema = placement_operation(
         "pressure, lowest first; with a `session_key`, the same key keeps its instance while that one is "
         "unsaturated. With `prompt_token_ids` or `prompt_block_keys` (SPEC 15.1 keys; one of them, and `model`), "
         "each candidate says how much of the prompt it holds cached and the ranking weighs that against pressure, "
-        "never changing the verdict. The body may be up to FLEETWATCH_PLACEMENT_MAX_BODY_BYTES (1 MiB). See "
+        "never changing the verdict. The body may be up to FLEETWATCH_PREFIX_MAX_BODY_BYTES (1 MiB). See "
         "docs/placement.md for the formula and the tie-breaks."
     ), PlacementSerializer, InstancePlacement, PLACEMENT,
 )

@@ -1,5 +1,6 @@
 """``POST /v1/instance/prefix_blocks`` (SPEC 15.3) as OpenAPI."""
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer
 from rest_framework import serializers
@@ -40,8 +41,10 @@ class PrefixBlocksSerializer(serializers.Serializer):
     epoch = StrictIntegerField(min_value=0, max_value=INT64_MAX, help_text="A new value whenever the agent's set "
                                                                           "starts over.")
     seq = StrictIntegerField(min_value=0, max_value=INT64_MAX, help_text="+1 per body within an epoch.")
-    block_tokens = StrictIntegerField(min_value=1, max_value=INT64_MAX, help_text="Must be the Proxy's "
-                                                                                  "FLEETWATCH_PREFIX_BLOCK_TOKENS.")
+    block_tokens = StrictIntegerField(min_value=settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
+                                      max_value=settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
+                                      help_text="The Proxy's FLEETWATCH_PREFIX_BLOCK_TOKENS; any other value is a 400 "
+                                                "naming it.")
     reset = serializers.BooleanField(required=False, default=False, help_text="Forget every key of this engine first.")
     added = IntegerListField(INT64_MIN, INT64_MAX, MAX_KEYS, required=False, default=list,
                              help_text="SPEC 15.1 keys the engine now holds (int64).")
