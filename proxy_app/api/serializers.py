@@ -66,6 +66,8 @@ class IntegerListField(serializers.Field):
     def to_internal_value(self, data):
         return check_integer_list(data, self.minimum, self.maximum, self.max_length)
 
+    check = to_internal_value
+
     def to_representation(self, value):
         return value
 

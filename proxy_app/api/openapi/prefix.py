@@ -32,8 +32,41 @@ class IntegerListScheme(OpenApiSerializerFieldExtension):
         return schema
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """true or false, nothing else (DRF would read "yes" or 1 as true)."""
+
+    def to_internal_value(self, data):
+        if type(data) is not bool:
+            self.fail("invalid", input=data)
+        return data
+
+    check = to_internal_value
+
+
+class BlockTokensField(StrictIntegerField):
+    """The pool's block size B (``FLEETWATCH_PREFIX_BLOCK_TOKENS``, read when checked): any other is refused,
+    naming B."""
+
+    def check(self, value):
+        value = self.run_validation(value)
+        expected = settings.FLEETWATCH_PREFIX_BLOCK_TOKENS
+        if value != expected:
+            raise serializers.ValidationError(f"This pool's block size is {expected} tokens "
+                                              f"(FLEETWATCH_PREFIX_BLOCK_TOKENS); expected {expected}.")
+        return value
+
+
+class BlockTokensScheme(OpenApiSerializerFieldExtension):
+    target_class = "proxy_app.api.openapi.prefix.BlockTokensField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        expected = settings.FLEETWATCH_PREFIX_BLOCK_TOKENS
+        return {"type": "integer", "minimum": expected, "maximum": expected,
+                "description": "The Proxy's FLEETWATCH_PREFIX_BLOCK_TOKENS; any other value is a 400 naming it."}
+
+
 class PrefixBlocksSerializer(serializers.Serializer):
-    """The body, declared for the schema (``proxy_app.api.prefix.prefix_body`` applies the same rules by hand)."""
+    """The body (SPEC 15.3): the schema's and the view's one declaration (``BodyChecks``)."""
 
     instance_id = StrictCharField(max_length=NAME_LENGTH)
     engine = StrictCharField(max_length=ENGINE_LENGTH, help_text="Which engine of the instance (the agent's name "
@@ -41,11 +74,8 @@ class PrefixBlocksSerializer(serializers.Serializer):
     epoch = StrictIntegerField(min_value=0, max_value=INT64_MAX, help_text="A new value whenever the agent's set "
                                                                           "starts over.")
     seq = StrictIntegerField(min_value=0, max_value=INT64_MAX, help_text="+1 per body within an epoch.")
-    block_tokens = StrictIntegerField(min_value=settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
-                                      max_value=settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
-                                      help_text="The Proxy's FLEETWATCH_PREFIX_BLOCK_TOKENS; any other value is a 400 "
-                                                "naming it.")
-    reset = serializers.BooleanField(required=False, default=False, help_text="Forget every key of this engine first.")
+    block_tokens = BlockTokensField(min_value=1, max_value=INT64_MAX)
+    reset = StrictBooleanField(required=False, default=False, help_text="Forget every key of this engine first.")
     added = IntegerListField(INT64_MIN, INT64_MAX, MAX_KEYS, required=False, default=list,
                              help_text="SPEC 15.1 keys the engine now holds (int64).")
     removed = IntegerListField(INT64_MIN, INT64_MAX, MAX_KEYS, required=False, default=list,
