@@ -121,12 +121,13 @@ def alternate(url, token, samples, placement_path, body):
     connection = _connection(url)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     health, placed, answers = [], [], []
+    bodies = body if isinstance(body, list) else [body]
     for n in range(samples + 50):
         started = time.perf_counter()
         connection.request("GET", "/healthz")
         connection.getresponse().read()
         middle = time.perf_counter()
-        connection.request("POST", placement_path, body, headers)
+        connection.request("POST", placement_path, bodies[n % len(bodies)], headers)
         response = connection.getresponse()
         answer = response.read()
         done = time.perf_counter()
@@ -220,15 +221,20 @@ def main():
         print(f"{deployment.vendor}, {server.label}, {args.instances} instances, {args.rate:g} snapshots/s ingested")
         body = json.dumps({"model": "meta-llama/Llama-3.1-70B-Instruct", "count": 3})
         if args.prefix:
-            body = prefix_index.placement_body()
             print(f"  with the prefix index: {args.prefix_keys} keys per instance, {args.prefix_rate:g} prefix "
-                  f"updates/s, placement with a {prefix_index.PROMPT_TOKENS}-token prompt as token ids")
+                  f"updates/s; placement without a prompt, then with a {prefix_index.PROMPT_TOKENS}-token prompt "
+                  f"(50 tenants in turn) as token ids, then as block keys")
         health, placed, answers = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
         report("Proxy placement", health, placed)
         if args.prefix:
-            hits = sorted({(a["prefix_source"], c["prefix_hit_blocks"]) for _, a in answers for c in a["candidates"]})
-            print(f"  (source, cached blocks) of the candidates seen: {hits}; expected "
-                  f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (held, prompt blocks)")
+            for label, as_keys in (("token ids", False), ("block keys", True)):
+                bodies = prefix_index.placement_bodies(args.instances, as_keys)
+                health, placed, seen = alternate(server.url, tokens["route"], args.samples, "/v1/placement", bodies)
+                report(f"Proxy placement, prompt as {label}", health, placed)
+                hits = sorted({(a["prefix_source"], c["prefix_hit_blocks"]) for _, a in seen
+                               for c in a["candidates"]})
+                print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
+                      f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (blocks, of the prompt's)")
         verdicts = sorted({(status, answer["verdict"]) for status, answer in answers})
         ages = [c["signal_age_s"] for _, answer in answers for c in answer["candidates"][:1]]
         print(f"  answers seen: {verdicts}; first candidate's signal age p50 {statistics.median(ages):.3f} s "

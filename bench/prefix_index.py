@@ -32,8 +32,16 @@ def tenants_of(instances):
     return max(1, instances * TENANTS_PER_INSTANCE // 25)
 
 
-def placement_body(tenant=0):
-    return json.dumps({"model": MODEL, "count": 3, "prompt_token_ids": tenant_tokens(tenant)})
+def placement_bodies(instances, as_keys=False, count=50):
+    """Placement bodies with the whole 4,096-token prompt of one of ``count`` tenants each, as token ids or as
+    its block keys (what a router computing SPEC 15.1 itself sends)."""
+    bodies = []
+    for tenant in range(min(count, tenants_of(instances))):
+        tokens = tenant_tokens(tenant)
+        prompt = {"prompt_block_keys": prompt_keys(MODEL, tokens, BLOCK_TOKENS)} if as_keys else \
+            {"prompt_token_ids": tokens}
+        bodies.append(json.dumps({"model": MODEL, "count": 3, **prompt}))
+    return bodies
 
 
 SEED = """
