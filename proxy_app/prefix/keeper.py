@@ -171,7 +171,7 @@ def _pairs():
     """Every (stream, key) of the table, as int64 arrays of at most ``READ_CHUNK`` rows (the whole table as
     Python tuples at once would cost ten times the index it builds)."""
     table = connection.ops.quote_name(PrefixBlock._meta.db_table)
-    with connection.cursor() as cursor:
+    with connection.chunked_cursor() as cursor:  # server-side on PostgreSQL: the table never sits in memory whole
         cursor.execute(f"SELECT slot, key FROM {table}")
         while True:
             rows = cursor.fetchmany(READ_CHUNK)

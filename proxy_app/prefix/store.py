@@ -20,7 +20,7 @@ import enum
 import time
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from prometheus_client import Counter
 
 from proxy_app.models import Instance, PrefixBlock, PrefixChange, PrefixEngine, PrefixLearned
@@ -87,7 +87,15 @@ def _clear(slot):
 
 
 def apply_body(body, now):
-    """Apply one checked body (``proxy_app.api.prefix``) at ``now``; its ``Outcome``."""
+    """Apply one checked body (``proxy_app.api.prefix``) at ``now``; its ``Outcome``. An instance unregistered
+    while its body was being stored (its key refused at commit) is unknown, as it would be a moment later."""
+    try:
+        return _apply(body, now)
+    except IntegrityError:
+        return Outcome.UNKNOWN
+
+
+def _apply(body, now):
     instance_id, engine = body["instance_id"], body["engine"]
     epoch, seq, reset = body["epoch"], body["seq"], body["reset"]
     added, removed = body["added"], body["removed"]
@@ -122,7 +130,12 @@ def apply_body(body, now):
 def record_learned(instance_id, keys, now, ttl_s):
     """Learned mode (SPEC 15.5): ``keys`` placed on ``instance_id`` count as cached there for ``ttl_s``."""
     if keys and ttl_s > 0:
-        PrefixLearned.objects.create(instance_id=instance_id, keys=as_bytes(keys), at=now, expires_at=now + ttl_s)
+        try:
+            with transaction.atomic():
+                PrefixLearned.objects.create(instance_id=instance_id, keys=as_bytes(keys), at=now,
+                                             expires_at=now + ttl_s)
+        except IntegrityError:
+            return  # the instance left meanwhile: nothing to learn about it
         _prune(now)
 
 
