@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.placement [--instances 10000] [--rate 1000] [--samples 3000] [--proxies 1000]
                                         [--database-url postgres://…]
+                                        [--prefix --prefix-keys 1000 --prefix-rate 1000]
 
 One deployment, one web server as ``up`` runs it (granian ×2). The pool is
 seeded with ``--instances`` reporting instances, each with one vLLM engine;
@@ -12,6 +13,12 @@ one keep-alive client alternates ``GET /healthz`` and ``POST /v1/placement``
 that many proxies heartbeating every 5 s). Targets: placement p50 ≤ 2 ×
 /healthz p50 and p99 ≤ 3 × /healthz p99, for both. Freshness is checked
 too: how far the answer's newest signal is behind the newest report ingested.
+
+With ``--prefix`` (issue 32, ``bench/prefix_index.py``): every instance also
+holds ``--prefix-keys`` keys in the pool prefix index and publishes KV-cache
+events, ``--prefix-rate`` prefix-block bodies a second arrive beside the
+snapshots, and placement is asked with a 4,096-token prompt as token ids;
+the index's bytes per key in one process are measured after.
 """
 
 import argparse
@@ -22,6 +29,7 @@ import random
 import statistics
 import time
 
+from bench import prefix_index
 from bench.common import Deployment, WebServer, realistic_engine, realistic_snapshot
 
 SEED = """
@@ -55,8 +63,9 @@ def _connection(url):
     return http.client.HTTPConnection(host, int(port), timeout=30)
 
 
-def ingest(url, token, count, rate, stop, prefix="bench-"):
-    """Send ``rate`` snapshots a second, round robin over the pool (``prefix`` + number), until ``stop`` is set."""
+def ingest(url, token, count, rate, stop, prefix="bench-", engine_extra=None):
+    """Send ``rate`` snapshots a second, round robin over the pool (``prefix`` + number), until ``stop`` is set;
+    ``engine_extra``: fields every engine object adds (``kv_events``)."""
     connection = _connection(url)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     snapshot = realistic_snapshot(1)
@@ -67,7 +76,7 @@ def ingest(url, token, count, rate, stop, prefix="bench-"):
         instance = f"{prefix}{seq % count}"
         engine = realistic_engine()
         engine.update(requests_waiting=rng.randint(0, 12), kv_cache_usage_ratio=round(rng.random(), 3),
-                      scraped_at_ms=int(time.time() * 1000))
+                      scraped_at_ms=int(time.time() * 1000), **(engine_extra or {}))
         snapshot["engines"] = [engine]
         body = json.dumps({"instance_id": instance, "snapshot": snapshot,
                            "metadata": {"report_seq": 10 + seq, "report_wall_time_ms": int(time.time() * 1000)}})
@@ -112,12 +121,13 @@ def alternate(url, token, samples, placement_path, body):
     connection = _connection(url)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     health, placed, answers = [], [], []
+    bodies = body if isinstance(body, list) else [body]
     for n in range(samples + 50):
         started = time.perf_counter()
         connection.request("GET", "/healthz")
         connection.getresponse().read()
         middle = time.perf_counter()
-        connection.request("POST", placement_path, body, headers)
+        connection.request("POST", placement_path, bodies[n % len(bodies)], headers)
         response = connection.getresponse()
         answer = response.read()
         done = time.perf_counter()
@@ -180,19 +190,28 @@ def main():
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--proxies", type=int, default=1000, help="0 skips the Scheduler's placement")
     parser.add_argument("--database-url")
+    parser.add_argument("--prefix", action="store_true", help="issue 32: the pool prefix index, prompts")
+    parser.add_argument("--prefix-keys", type=int, default=1000, help="keys indexed per instance")
+    parser.add_argument("--prefix-rate", type=float, default=1000.0, help="prefix-block bodies a second")
     args = parser.parse_args()
 
     deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on")
     server = None
     try:
         deployment.python(SEED, args.instances)
+        if args.prefix:
+            print(deployment.python(prefix_index.SEED, args.instances, args.prefix_keys).strip())
         deployment.analyze()
         tokens = {scope: deployment.token(scope, f"bench-{scope}") for scope in ("instance", "route", "proxy")}
         server = WebServer(deployment)
         register_proxies(server.url, tokens["proxy"], args.proxies)
         stop = multiprocessing.Event()
+        extra = {"kv_events": prefix_index.KV_EVENTS_OK} if args.prefix else None
         loaders = [multiprocessing.Process(target=ingest, args=(server.url, tokens["instance"], args.instances,
-                                                                args.rate, stop))]
+                                                                args.rate, stop, "bench-", extra))]
+        if args.prefix:
+            loaders.append(multiprocessing.Process(target=prefix_index.updates, args=(
+                server.url, tokens["instance"], args.instances, args.prefix_rate, stop)))
         if args.proxies:
             loaders.append(multiprocessing.Process(target=heartbeats, args=(server.url, tokens["proxy"],
                                                                             args.proxies, stop)))
@@ -201,8 +220,21 @@ def main():
         time.sleep(3)
         print(f"{deployment.vendor}, {server.label}, {args.instances} instances, {args.rate:g} snapshots/s ingested")
         body = json.dumps({"model": "meta-llama/Llama-3.1-70B-Instruct", "count": 3})
+        if args.prefix:
+            print(f"  with the prefix index: {args.prefix_keys} keys per instance, {args.prefix_rate:g} prefix "
+                  f"updates/s; placement without a prompt, then with a {prefix_index.PROMPT_TOKENS}-token prompt "
+                  f"(50 tenants in turn) as token ids, then as block keys")
         health, placed, answers = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
         report("Proxy placement", health, placed)
+        if args.prefix:
+            for label, as_keys in (("token ids", False), ("block keys", True)):
+                bodies = prefix_index.placement_bodies(args.instances, as_keys)
+                health, placed, seen = alternate(server.url, tokens["route"], args.samples, "/v1/placement", bodies)
+                report(f"Proxy placement, prompt as {label}", health, placed)
+                hits = sorted({(a["prefix_source"], c["prefix_hit_blocks"]) for _, a in seen
+                               for c in a["candidates"]})
+                print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
+                      f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (blocks, of the prompt's)")
         verdicts = sorted({(status, answer["verdict"]) for status, answer in answers})
         ages = [c["signal_age_s"] for _, answer in answers for c in answer["candidates"][:1]]
         print(f"  answers seen: {verdicts}; first candidate's signal age p50 {statistics.median(ages):.3f} s "
@@ -217,6 +249,8 @@ def main():
         stop.set()
         for loader in loaders:
             loader.join(10)
+        if args.prefix:
+            print("  " + deployment.python(prefix_index.MEMORY).strip())
     finally:
         if server is not None:
             server.stop()

@@ -101,6 +101,12 @@ FLEETWATCH_PLACEMENT_SHED_PRESSURE = env_float("FLEETWATCH_PLACEMENT_SHED_PRESSU
 FLEETWATCH_PLACEMENT_REFRESH_S = env_float("FLEETWATCH_PLACEMENT_REFRESH_S", 0.25)
 FLEETWATCH_FENCE_ERRORS = env_int("FLEETWATCH_FENCE_ERRORS", 3)
 FLEETWATCH_FENCE_RECOVERY_S = env_float("FLEETWATCH_FENCE_RECOVERY_S", 10.0)
+# Cache-aware placement (SPEC 15, docs/placement.md): the pool's block size B in tokens (agent/prefix_keys.py's
+# default), how long learned mode counts a placed prompt as cached, and the body limit of the two paths that
+# carry prompts or keys (a 128k-token prompt as token ids; a prefix_blocks body's 2 × 16,384 keys).
+FLEETWATCH_PREFIX_BLOCK_TOKENS = env_int("FLEETWATCH_PREFIX_BLOCK_TOKENS", 16)
+FLEETWATCH_PREFIX_LEARNED_TTL_S = env_float("FLEETWATCH_PREFIX_LEARNED_TTL_S", 120.0)
+FLEETWATCH_PREFIX_MAX_BODY_BYTES = env_int("FLEETWATCH_PREFIX_MAX_BODY_BYTES", 1024 * 1024)
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [
@@ -173,7 +179,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The body limit is enforced by BodySizeLimitMiddleware with the SPEC
 # envelope; Django's own check is kept as a second line at the same size.
-DATA_UPLOAD_MAX_MEMORY_SIZE = FLEETWATCH_MAX_BODY_BYTES
+# (the larger of the two limits: a placement body may be larger, ``body_size_refusal``).
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(FLEETWATCH_MAX_BODY_BYTES, FLEETWATCH_PREFIX_MAX_BODY_BYTES)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

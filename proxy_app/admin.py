@@ -13,6 +13,7 @@ from proxy_app.models import (
     InstanceStatusChange,
     PoolResource,
     PoolResourceMinute,
+    PrefixEngine,
 )
 from proxy_app.placement.fence_store import fence_of
 
@@ -104,6 +105,20 @@ class InstanceResourceAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="raw snapshot")
     def raw_json(self, obj):
         return pretty_json(obj.instance.raw_resource)
+
+
+@admin.register(PrefixEngine)
+class PrefixEngineAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Each engine stream of the pool prefix index (SPEC 15.4): how many blocks it holds, where its agent's
+    epoch and seq stand. Written by the agents' ``prefix_blocks`` bodies only."""
+
+    list_display = ("instance", "engine", "blocks", "epoch", "seq", "changed")
+    search_fields = ("instance__instance_id", "engine")
+    ordering = ("instance", "engine")
+
+    @admin.display(description="last body", ordering="changed_at")
+    def changed(self, obj):
+        return ago(obj.changed_at)
 
 
 @admin.register(InstanceStatusChange)

@@ -140,6 +140,9 @@ class InstanceResource(models.Model):
     # False when the snapshot was an empty object: such an instance is alive
     # but not "reporting" (SPEC 5), and SQL cannot test JSON emptiness portably.
     has_raw_resource = models.BooleanField(default=False)
+    # Engines whose KV-cache events the agent reads with status ok (SPEC 15.2): placement's cheap answer to
+    # "does this instance publish its cache?" (``proxy_app.prefix``); not a SPEC 3.1 field, so not listed.
+    kv_events_ok_count = figure(models.IntegerField)
 
     def __str__(self):
         return f"resource of {self.instance_id}"
@@ -191,6 +194,74 @@ class SchedulerLinkState(models.Model):
             "last_error": self.last_error or None,
             "consecutive_failures": self.consecutive_failures,
         }
+
+
+# --- the pool's prefix index (SPEC 15.4, ``proxy_app.prefix``) -------------------------------
+
+
+class PrefixEngine(models.Model):
+    """One engine of an instance whose cached blocks the index holds, and where its agent's stream stands.
+
+    ``epoch`` and ``seq`` are the last body applied (SPEC 15.3); ``blocks`` how many keys it holds. Its rows
+    leave with the instance (the cascade is what unregister and expiry delete: one place).
+    """
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="prefix_engines")
+    engine = models.CharField(max_length=256)
+    epoch = models.BigIntegerField()
+    seq = models.BigIntegerField()
+    blocks = models.IntegerField(default=0)
+    changed_at = models.FloatField(help_text="Epoch seconds of the last body applied.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["instance", "engine"], name="prefix_engine_once")]
+
+
+class PrefixBlock(models.Model):
+    """One key (SPEC 15.1) an engine holds: the durable copy every web process rebuilds its index from.
+
+    ``slot`` is its ``PrefixEngine``'s id (no foreign key: unregister deletes by a direct cascade only,
+    which the instance key gives). Looked up by key in memory only, so the one index is the unique one.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="prefix_blocks", db_index=False)
+    slot = models.BigIntegerField()
+    key = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["slot", "key"], name="prefix_block_once")]
+        indexes = [models.Index(fields=["instance"], name="prefix_block_instance")]
+
+
+class PrefixChange(models.Model):
+    """One applied body, as the web processes' copies read it (``proxy_app.prefix.keeper``): kept for
+    ``CHANGE_KEEP_S``, after which a copy that fell behind rebuilds from ``PrefixBlock``.
+
+    ``added`` and ``removed`` are int64 arrays (little-endian bytes). No foreign key: a change outlives
+    nothing it needs, and the copies learn of an instance's end from its status change.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    instance_id = models.CharField(max_length=NAME_LENGTH)
+    slot = models.BigIntegerField()
+    engine = models.CharField(max_length=256)
+    epoch = models.BigIntegerField()
+    seq = models.BigIntegerField()
+    reset = models.BooleanField(default=False)
+    added = models.BinaryField()
+    removed = models.BinaryField()
+    at = models.FloatField(db_index=True)
+
+
+class PrefixLearned(models.Model):
+    """A prompt's keys placed on an instance where no engine publishes events (SPEC 15.5 learned mode)."""
+
+    id = models.BigAutoField(primary_key=True)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="prefix_learned")
+    keys = models.BinaryField()
+    at = models.FloatField(db_index=True)
+    expires_at = models.FloatField(db_index=True)
 
 
 # --- series (SPEC 9) -----------------------------------------------------------------

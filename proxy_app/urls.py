@@ -4,6 +4,7 @@ from rest_framework.routers import SimpleRouter
 from proxy_app.api.debug import PoolDebugViewSet
 from proxy_app.api.instances import InstanceViewSet
 from proxy_app.api.placement import FeedbackView, InstancePlacementView, PlacementEndpointView
+from proxy_app.api.prefix import PrefixBlocksView
 from proxy_app.api.reports import HeartbeatView, SnapshotView, UnregisterView
 from proxy_app.pages import agent as agent_pages
 from proxy_app.pages import placement_panel
@@ -18,6 +19,7 @@ urlpatterns = [
     path("v1/instance/resource_snapshot", SnapshotView.as_view(), name="instance-resource-snapshot"),
     path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/instance/unregister", UnregisterView.as_view(), name="instance-unregister"),
+    path("v1/instance/prefix_blocks", PrefixBlocksView.as_view(), name="instance-prefix-blocks"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
     path("v1/placement/endpoint", PlacementEndpointView.as_view(), name="placement-endpoint"),

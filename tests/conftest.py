@@ -102,6 +102,7 @@ def fresh_process_state(settings):
     from controlplane.api.auth import TOKEN_CACHE
     from proxy_app.placement.candidates import BOARD
     from proxy_app.pool.columns import LEDGER
+    from proxy_app.prefix.keeper import PREFIX
     from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     settings.CACHES = {**settings.CACHES, "ratelimit": {
@@ -111,6 +112,7 @@ def fresh_process_state(settings):
     TOKEN_CACHE.clear()
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
     BOARD.reset()
+    PREFIX.reset()
     POOL_BOARD.reset()
     LEDGER.reset()
     yield

@@ -58,10 +58,10 @@ def flatten_detail(detail, path=""):
     return {path or "body": [str(message) for message in messages]}
 
 
-def payload_too_large():
+def payload_too_large(limit=None):
     """413: the body is left unread, so the connection cannot carry another request; say so, or a
     keep-alive client would send its next request into a connection the server is closing."""
-    limit = settings.FLEETWATCH_MAX_BODY_BYTES
+    limit = settings.FLEETWATCH_MAX_BODY_BYTES if limit is None else limit
     return error_response(413, "payload_too_large", {"body": [f"Request body is larger than {limit} bytes."]},
                           headers={"Connection": "close"})
 

@@ -82,9 +82,22 @@ def body_size_refusal(meta):
         length = int(declared)
     except ValueError:
         return errors.validation_error({"body": ["Content-Length is not a number."]})
-    if length > settings.FLEETWATCH_MAX_BODY_BYTES:
-        return errors.payload_too_large()
+    limit = body_limit(meta.get("PATH_INFO"))
+    if length > limit:
+        return errors.payload_too_large(limit)
     return None
+
+
+# Paths whose bodies may be larger than FLEETWATCH_MAX_BODY_BYTES, and the setting that says how large: those
+# that carry a prompt or block keys (SPEC 15.3: two lists of 16,384 int64 keys are up to ~700 KB as JSON).
+LARGE_BODY_PATHS = {"/v1/placement": "FLEETWATCH_PREFIX_MAX_BODY_BYTES",
+                    "/v1/instance/prefix_blocks": "FLEETWATCH_PREFIX_MAX_BODY_BYTES"}
+
+
+def body_limit(path):
+    """The body limit of ``path``: FLEETWATCH_MAX_BODY_BYTES, or a larger path's own (a placement with a prompt)."""
+    name = LARGE_BODY_PATHS.get(path)
+    return settings.FLEETWATCH_MAX_BODY_BYTES if name is None else getattr(settings, name)
 
 
 # --- the API lane ------------------------------------------------------------------------

@@ -127,12 +127,12 @@ class PlacementKeeper(BoardKeeper):
         for row in rows:
             board.put(self.candidate_of(row, old_board))
 
-    def decide(self, request, now, dry_run=False):
+    def decide(self, request, now, dry_run=False, **asked):
         """The board's decision for ``request``; unless ``dry_run`` (a page showing it), the first
-        candidate counts as placed."""
+        candidate counts as placed. ``asked``: what else the role's board decides with."""
         with self._lock:
             self._refresh(now)
-            decision = self.board.decide(request, self.policy(), now)
+            decision = self.board.decide(request, self.policy(), now, **asked)
             if self.counts_placed and decision.answered and not dry_run:
                 self.board.placed(decision.answered[0].candidate.key)
         return decision

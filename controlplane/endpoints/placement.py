@@ -26,6 +26,9 @@ class Decision:
     eligible: int
     excluded: dict
     ranked: list  # the best ``request.count`` eligible candidates, best first
+    # With a prompt (the Proxy's SPEC 15.5): its full blocks, and where its cached prefix was read from.
+    prompt_blocks: int | None = None
+    prefix_source: str | None = None
 
     @property
     def answered(self):

@@ -3,19 +3,24 @@ and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``au
 
 import json
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_view
 from rest_framework import exceptions
 
+from agent.prefix_keys import prompt_keys
 from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
 from controlplane.api.tokens import Scope
+from controlplane.endpoints.placement import Verdict
 from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
 from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, FeedbackSerializer, PlacementSerializer
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
-from proxy_app.placement.decision import Request
+from proxy_app.placement.decision import PLACEMENTS, Request
+from proxy_app.prefix.keeper import PREFIX
+from proxy_app.prefix.store import record_learned
 
 
 def candidate_answer(ranked):
@@ -31,17 +36,47 @@ def candidate_answer(ranked):
         "kv_cache_usage_ratio": candidate.kv_cache_usage_ratio,
         "signal_age_s": ranked.signal_age_s,
         "reasons": list(ranked.reasons),
+        "prefix_hit_blocks": ranked.prefix_hit_blocks,
+        "prefix_hit_tokens": ranked.prefix_hit_blocks * settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
     }
 
 
 def placement_body(decision, now):
-    return decision_body(decision, now, candidate_answer)
+    body = decision_body(decision, now, candidate_answer)
+    body["prompt_blocks"] = decision.prompt_blocks
+    body["prefix_source"] = decision.prefix_source
+    return body
+
+
+def prompt_keys_of(data):
+    """The SPEC 15.1 keys of the body's prompt (its token ids', or its keys as sent); None without one."""
+    if data.get("prompt_block_keys") is not None:
+        return tuple(data["prompt_block_keys"])
+    if data.get("prompt_token_ids") is not None:
+        return tuple(prompt_keys(data["model"], data["prompt_token_ids"], settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
+                                 adapter=data["adapter"]))
+    return None
 
 
 def request_of(data):
     return Request(model=data["model"], adapter=data["adapter"], prompt_tokens=data["prompt_tokens"],
                    max_tokens=data["max_tokens"], session_key=data["session_key"], count=data["count"],
-                   exclude=frozenset(data["exclude"]))
+                   exclude=frozenset(data["exclude"]), prompt_keys=prompt_keys_of(data))
+
+
+def decide(request, now, dry_run=False):
+    """The board's decision, with the pool's prefix index when the request has a prompt (SPEC 15.5). An
+    ``accept`` in learned mode (``prefix_source`` ``placements``) records the prompt on its first candidate."""
+    if not request.prompt_keys:
+        return BOARD.decide(request, now, dry_run=dry_run)
+    decision = BOARD.decide(request, now, dry_run=dry_run,
+                            prefix_hits=lambda source, keys: PREFIX.hits(source, keys, now))
+    if not dry_run and decision.verdict is Verdict.ACCEPT and decision.prefix_source == PLACEMENTS:
+        instance_id = decision.answered[0].candidate.instance_id
+        ttl_s = settings.FLEETWATCH_PREFIX_LEARNED_TTL_S
+        record_learned(instance_id, request.prompt_keys, now, ttl_s)
+        PREFIX.learn(instance_id, request.prompt_keys, now, now + ttl_s)
+    return decision
 
 
 @extend_schema_view(post=placement_schema)
@@ -57,7 +92,7 @@ class InstancePlacementView(PlacementView):
 def placement_of(data):
     """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
     now = clock.now()
-    decision = BOARD.decide(request_of(data), now)
+    decision = decide(request_of(data), now)
     return decision.verdict, placement_body(decision, now)
 
 

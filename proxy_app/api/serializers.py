@@ -55,12 +55,61 @@ MAX_COUNT = 32
 SESSION_KEY_LENGTH = 256
 
 
+class IntegerListField(serializers.Field):
+    """A JSON array of integers within bounds, checked in one pass (a prompt's 131,072 token ids through a
+    ``ListField`` of ``IntegerField`` took a DRF field call each); ``bool`` is not an integer here."""
+
+    def __init__(self, minimum, maximum, max_length, **kwargs):
+        self.minimum, self.maximum, self.max_length = minimum, maximum, max_length
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        return check_integer_list(data, self.minimum, self.maximum, self.max_length)
+
+    check = to_internal_value
+
+    def to_representation(self, value):
+        return value
+
+
+def check_integer_list(data, minimum, maximum, max_length):
+    if not isinstance(data, list):
+        raise serializers.ValidationError(f'Expected a list of items but got type "{type(data).__name__}".')
+    if len(data) > max_length:
+        raise serializers.ValidationError(f"Ensure this field has no more than {max_length} elements.")
+    if data and (any(type(value) is not int for value in data) or min(data) < minimum or max(data) > maximum):
+        raise serializers.ValidationError(f"Each item must be an integer from {minimum} to {maximum}.")
+    return data
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_PROMPT_TOKENS = 131_072
+MAX_PROMPT_KEYS = 8_192
+MAX_TOKEN_ID = 2**32 - 1  # SPEC 15.1: a token is 4 bytes unsigned
+
+
 class PlacementSerializer(PlacementBodyBase):
     adapter = optional_text(255)
     prompt_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
     max_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
     session_key = optional_text(SESSION_KEY_LENGTH)
     count = StrictIntegerField(min_value=1, max_value=MAX_COUNT, required=False, default=3)
+    # SPEC 15.5: the prompt, as token ids or as its block keys (SPEC 15.1), one or neither; needs ``model``.
+    prompt_token_ids = IntegerListField(0, MAX_TOKEN_ID, MAX_PROMPT_TOKENS, required=False, allow_null=True,
+                                        default=None)
+    prompt_block_keys = IntegerListField(INT64_MIN, INT64_MAX, MAX_PROMPT_KEYS, required=False, allow_null=True,
+                                         default=None)
+
+    def to_internal_value(self, data):
+        # The placement views call this, not ``is_valid``: the prompt's rules across fields are checked here.
+        attrs = super().to_internal_value(data)
+        tokens, keys = attrs.get("prompt_token_ids"), attrs.get("prompt_block_keys")
+        if tokens is not None and keys is not None:
+            raise serializers.ValidationError({"prompt_block_keys": ["Send prompt_token_ids or prompt_block_keys, "
+                                                                     "not both."]})
+        if (tokens is not None or keys is not None) and attrs.get("model") is None:
+            raise serializers.ValidationError({"model": ["A prompt needs the model its keys are computed for."]})
+        return attrs
 
 
 # ``GET /v1/placement/endpoint`` (nginx's auth_request): the fields a router may send as request headers.

@@ -21,6 +21,7 @@ ENGINE_SOURCE = "agent_engine_scrape"
 ENGINE_FIELDS = (
     "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
     "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms", "engine_loras",
+    "kv_events_ok_count",
 )
 MAX_LORAS = 64
 NO_ENGINES = dict.fromkeys(ENGINE_FIELDS)
@@ -85,7 +86,14 @@ def engine_columns(snapshot, snapshot_ts_ms):
         "ttft_p95_s": _max(_nonnegative(engine.get("ttft_p95_s")) for engine in ok),
         "engine_sample_age_ms": age,
         "engine_loras": _running_loras(ok),
+        "kv_events_ok_count": sum(_kv_events_ok(engine) for engine in ok),
     }
+
+
+def _kv_events_ok(engine):
+    """Whether an engine's KV-cache events are read with status ok (SPEC 15.2's ``kv_events``)."""
+    events = engine.get("kv_events")
+    return isinstance(events, dict) and events.get("status") == OK
 
 
 def _running_loras(engines):

@@ -29,6 +29,7 @@ from proxy_app.ops.history import latest_pool_resource
 from proxy_app.ops.host_metrics import HostFamilies
 from proxy_app.placement.fence_store import effective_fence
 from proxy_app.pool.summary import pool_resource, proxy_id
+from proxy_app.prefix.store import blocks_by_instance
 
 POOL_STATES = ("alive", "with_resource", "accepting", "degraded", "rejecting")
 RESOURCE_COLUMNS = ("cpu_util", "memory_used_mb", "memory_total_mb", "network_rx_mbps", "network_tx_mbps",
@@ -82,8 +83,18 @@ class ProxyCollector:
         yield alive
         yield fenced
         yield from self._resources(live_ids, now)
+        yield self._prefix(live_ids)
         yield from self._pool(now)
         yield from self._processes(now)
+
+    def _prefix(self, live_ids):
+        """Keys the pool prefix index holds per live instance (SPEC 15.4); its counters are the process's
+        (``proxy_app.prefix.store``: ``fleetwatch_prefix_updates_total``, ``fleetwatch_prefix_resyncs_total``)."""
+        blocks = _gauge("fleetwatch_prefix_blocks", "Prompt blocks (SPEC 15.1 keys) the pool prefix index holds for "
+                        "the instance's engines, from their KV-cache events.", ["instance_id"])
+        for instance_id, count in sorted(blocks_by_instance(live_ids).items()):
+            blocks.add_metric([instance_id], count)
+        return blocks
 
     def _processes(self, now):
         """The recorder's and the link's traces in the database (what /readyz judges, as figures)."""

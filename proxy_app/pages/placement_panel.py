@@ -15,11 +15,23 @@ from controlplane.figures import as_percent
 from controlplane.pages import placement
 from controlplane.pages.access import dashboard_page
 from controlplane.pages.layout import id_url, render_page
-from proxy_app.api.placement import candidate_answer, placement_body, request_of
+from proxy_app.api.placement import candidate_answer, decide, placement_body, request_of
 from proxy_app.api.serializers import PlacementSerializer
 from proxy_app.placement.candidates import BOARD
 
-TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key")
+TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key", "prefix")
+# The shared-prefix choice (SPEC 15.5): a prompt of the typed length whose token ids are one of these fixed
+# sequences (``shared_prompt``), so two asks with the same choice share their prefix; blank: no prompt.
+SHARED_PREFIXES = (("", "no prompt"), ("a", "shared prefix A"), ("b", "shared prefix B"), ("c", "shared prefix C"))
+DEFAULT_PROMPT_TOKENS = 4096
+MAX_PROMPT_TOKENS = 131_072
+
+
+def shared_prompt(choice, tokens):
+    """The token ids of shared prefix ``choice`` ("a", "b", "c"), ``tokens`` long: a fixed sequence per choice
+    (what a router asking with the same choice would send, and learned mode then finds)."""
+    offset = 1 + "abc".index(choice) * 1000
+    return [(offset + 7 * i) % 30_000 for i in range(min(tokens, MAX_PROMPT_TOKENS))]
 
 
 def shown_row(answer, instance_url):
@@ -32,18 +44,23 @@ def panel_context(query, now):
     """What ``pool/_placement_result.html`` shows for the query string ``query`` at ``now``."""
     form = placement.form_of(query, TEXT_FIELDS)
     context = {"form": form, "now": now, "refresh_url": placement.refresh_url(reverse("pool-placement"), form)}
-    data, error = placement.validated(PlacementSerializer, {
+    body = {
         "model": form["model"] or None, "adapter": form["adapter"] or None,
         "prompt_tokens": placement.integer_or_text(form["prompt_tokens"]),
         "session_key": form["session_key"] or None, "count": form["count"],
-    })
+    }
+    if form["prefix"] in ("a", "b", "c"):
+        length = body["prompt_tokens"] if isinstance(body["prompt_tokens"], int) else DEFAULT_PROMPT_TOKENS
+        body["prompt_token_ids"] = shared_prompt(form["prefix"], max(0, length))
+    data, error = placement.validated(PlacementSerializer, body)
     if error is not None:
         return {**context, "error": error}
-    decision = BOARD.decide(request_of(data), now, dry_run=True)
+    decision = decide(request_of(data), now, dry_run=True)
     shown = placement.answer_context(decision, placement_body(decision, now),
                                      [candidate_answer(ranked) for ranked in decision.ranked])
     instance_url = id_url("pool-instance")
-    return {**context, **shown, "rows": [shown_row(row, instance_url) for row in shown["ranked"]]}
+    return {**context, **shown, "rows": [shown_row(row, instance_url) for row in shown["ranked"]],
+            "with_prompt": decision.prompt_blocks is not None}
 
 
 def page_context(query, now):
@@ -53,7 +70,8 @@ def page_context(query, now):
     models, adapters = BOARD.served()
     chosen = context["form"]["model"]
     return {"placement": {**context, "models": models if not chosen or chosen in models else [chosen, *models],
-                          "adapters": adapters, "count_choices": placement.COUNT_CHOICES}}
+                          "adapters": adapters, "count_choices": placement.COUNT_CHOICES,
+                          "prefix_choices": SHARED_PREFIXES}}
 
 
 @dashboard_page

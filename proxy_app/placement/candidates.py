@@ -23,6 +23,7 @@ FIELDS = (
     "resource__gpu_error_count", "resource__engine_count", "resource__engine_ok_count", "resource__engine_status",
     "resource__engine_models", "resource__engine_loras", "resource__requests_waiting",
     "resource__requests_running", "resource__kv_cache_usage_ratio", "resource__gpu_util_avg",
+    "resource__kv_events_ok_count",
 )
 
 
@@ -59,6 +60,7 @@ def candidate_of(row, pending=0, capabilities=NOTHING_DECLARED):
         requests_waiting=row["resource__requests_waiting"], requests_running=row["resource__requests_running"],
         kv_cache_usage_ratio=row["resource__kv_cache_usage_ratio"],
         gpu_util=gpu_util if gpu_util is not None else row["gpu_util"], pending=pending,
+        kv_events=bool(row["resource__kv_events_ok_count"]),
     )
 
 

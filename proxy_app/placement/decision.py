@@ -32,6 +32,15 @@ the worked examples of ``docs/placement.md`` use it). Steps:
    among the eligible ones with pressure < 1 goes first (bounded-load
    affinity: a key keeps its instance while that one stays eligible and
    unsaturated, and keys spread evenly over equal instances).
+   **With a prompt** (SPEC 15.5), the pressure in that key is replaced by
+   ``proxy_app.placement.prefix_cost``'s cost, which falls with the prompt's
+   leading blocks an instance holds (``prefix_hits``, asked of the index the
+   ``prefix_source`` names: ``events`` when some eligible instance publishes
+   its engine's KV-cache events, else ``placements``, learned mode); no hit
+   anywhere leaves 14.1's key as it is. A session key then sticks among the
+   unsaturated instances holding the longest cached prefix (all of them when
+   none holds any): the cache decides where a session's prompt is cheapest,
+   the key spreads sessions evenly among the equally cached.
 4. **Verdict**: ``accept`` when some eligible instance has pressure < 1 (or
    no known pressure), ``shed`` when every one is at or over
    ``shed_pressure``, ``queue`` otherwise, ``unavailable`` when none is
@@ -47,8 +56,11 @@ from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import REASONS, Decision, Rule, Sieve, Verdict, stable_hash
 from controlplane.endpoints.slots import Column, SlotColumns
 from proxy_app.ingest.engines import engine_pressure
+from proxy_app.placement.prefix_cost import cost_micros
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
+# Where a prompt's cached prefix is read from (SPEC 15.5 ``prefix_source``).
+EVENTS, PLACEMENTS = "events", "placements"
 # The ranking key's fields, packed into one int64 (most significant first).
 PRESSURE_BITS, RUNNING_BITS, AGE_BITS = 35, 10, 16
 MAX_PRESSURE_MICROS = (1 << PRESSURE_BITS) - 1
@@ -77,6 +89,7 @@ class Candidate:
     kv_cache_usage_ratio: float | None = None
     gpu_util: float | None = None  # 0-100
     pending: int = 0  # placed here since its latest report
+    kv_events: bool = False  # some engine's KV-cache events are read with status ok (SPEC 15.2)
 
     @property
     def key(self):
@@ -92,6 +105,7 @@ class Request:
     session_key: str | None = None
     count: int = 3
     exclude: frozenset = frozenset()
+    prompt_keys: tuple | None = None  # SPEC 15.1 keys of the prompt's full blocks; None: no prompt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +125,7 @@ class Ranked:
     pressure: float | None
     signal_age_s: float | None
     reasons: tuple
+    prefix_hit_blocks: int = 0
 
 
 def _mix(values):
@@ -127,7 +142,7 @@ COLUMNS = {
     "fenced": Column(bool, False), "rejecting": Column(bool, False), "gpu_error": Column(bool, False),
     "tier": Column(np.int64, NO_SIGNAL_TIER), "waiting": Column(np.float64, 0.0), "kv": Column(np.float64, 0.0),
     "gpu_util": Column(np.float64, 0.0), "running": Column(np.int64, 0), "pending": Column(np.int64, 0),
-    "id_hash": Column(np.uint64, 0), "present": Column(bool, False),
+    "id_hash": Column(np.uint64, 0), "present": Column(bool, False), "kv_events": Column(bool, False),
 }
 
 
@@ -173,6 +188,7 @@ class CandidateBoard:
         c.fenced[slot] = candidate.fenced
         c.rejecting[slot] = candidate.admission_state == Admission.REJECTING
         c.gpu_error[slot] = candidate.gpu_error
+        c.kv_events[slot] = candidate.kv_events
         engine_signal = candidate.engine_ok and (
             candidate.requests_waiting is not None or candidate.kv_cache_usage_ratio is not None)
         c.tier[slot] = ENGINE_TIER if engine_signal else GPU_TIER if candidate.gpu_util is not None \
@@ -248,9 +264,12 @@ class CandidateBoard:
         pressure = np.where(tier == ENGINE_TIER, engine, np.where(tier == GPU_TIER, gpu, np.nan))
         return np.round(pressure, 6), waiting / policy.waiting_scale >= self.columns.kv[slots] / policy.kv_scale
 
-    def _keys(self, slots, pressure, now):
-        """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""
+    def _keys(self, slots, pressure, now, hits=None, prompt_blocks=0):
+        """The ranking key of ``slots`` (step 3, without the hash): smaller is better. With ``hits`` (cached
+        blocks of a prompt of ``prompt_blocks``, per slot) the pressure's place holds ``prefix_cost``'s cost."""
         micros = np.clip(np.nan_to_num(np.rint(pressure * 1e6), nan=0.0), 0, MAX_PRESSURE_MICROS).astype(np.int64)
+        if hits is not None:
+            micros = np.clip(cost_micros(micros, pressure, hits, prompt_blocks), 0, MAX_PRESSURE_MICROS)
         running = np.clip(self.columns.running[slots], 0, MAX_RUNNING)
         with np.errstate(invalid="ignore"):
             age = np.nan_to_num(np.floor((now - self.columns.reported[slots]) * 100.0), nan=MAX_AGE_CENTIS)
@@ -276,9 +295,12 @@ class CandidateBoard:
         return sorted(positions.tolist(), key=lambda p: (int(self.columns.id_hash[slots[p]]),
                                                          self._candidates[slots[p]].instance_id))
 
-    def _affinity(self, session_key, slots, pressure):
-        """The position in ``slots`` a session key sticks to (rendezvous hashing over the unsaturated), or None."""
+    def _affinity(self, session_key, slots, pressure, hits=None):
+        """The position in ``slots`` a session key sticks to (rendezvous hashing over the unsaturated, and with
+        ``hits`` over those of them holding the longest cached prefix), or None."""
         open_ = np.isnan(pressure) | (pressure < 1)
+        if hits is not None and open_.any():
+            open_ &= hits == hits[open_].max()
         if not open_.any():
             return None
         scores = _mix(self.columns.id_hash[slots] ^ np.uint64(stable_hash(session_key)))
@@ -286,27 +308,52 @@ class CandidateBoard:
         best = int(np.argmax(scores))
         return best if open_[best] else None
 
-    def decide(self, request, policy, now):
-        """Rank the board for ``request`` at ``now``; see the module's steps."""
+    def prefix_source(self, eligible):
+        """Where a prompt's cached prefix is read from for these eligible slots (SPEC 15.5)."""
+        return EVENTS if self.columns.kv_events[eligible].any() else PLACEMENTS
+
+    def _hits(self, request, eligible, prefix_hits):
+        """(prompt blocks, source, cached blocks per eligible slot or None when no hit anywhere)."""
+        if request.prompt_keys is None:
+            return None, None, None
+        source = self.prefix_source(eligible)
+        found = prefix_hits(source, request.prompt_keys) if prefix_hits is not None and request.prompt_keys else {}
+        hits = np.zeros(self.columns.size, np.int64)
+        for instance_id, blocks in found.items():
+            slot = self.columns.slot_of.get(instance_id)
+            if slot is not None:
+                hits[slot] = blocks
+        hits = hits[eligible]
+        return len(request.prompt_keys), source, hits if hits.any() else None
+
+    def decide(self, request, policy, now, prefix_hits=None):
+        """Rank the board for ``request`` at ``now``; see the module's steps. ``prefix_hits(source, keys)``:
+        ``{instance_id: leading blocks held}`` from the pool's prefix index, asked only with a prompt."""
         eligible, fail_open, excluded = self._eligibility(request, policy, now)
         considered = len(self)
         if not len(eligible):
-            return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [])
+            source = None if request.prompt_keys is None else PLACEMENTS
+            blocks = None if request.prompt_keys is None else len(request.prompt_keys)
+            return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [],
+                            blocks, source)
         pressure, from_queue = self._pressures(eligible, policy)
         reported, _ = self._pressures(eligible, policy, pending=False)
-        keys = self._keys(eligible, pressure, now)
+        prompt_blocks, source, hits = self._hits(request, eligible, prefix_hits)
+        keys = self._keys(eligible, pressure, now, hits, prompt_blocks)
         best = self._best(eligible, keys, request.count)
-        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported)
+        sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported,
+                                                                         hits)
         if sticky is not None:
             best = [sticky, *(p for p in best if p != sticky)][:request.count]
-        ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky) for p in best]
+        ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky,
+                               0 if hits is None else int(hits[p])) for p in best]
         verdict = _verdict(reported, policy)
         reason = "fail_open_stale" if fail_open else REASONS[verdict]
         if verdict is Verdict.ACCEPT and not fail_open and sticky is not None:
             reason = "session_affinity"
-        return Decision(verdict, reason, considered, len(eligible), excluded, ranked)
+        return Decision(verdict, reason, considered, len(eligible), excluded, ranked, prompt_blocks, source)
 
-    def _ranked(self, slot, pressure, from_queue, now, fail_open, sticky):
+    def _ranked(self, slot, pressure, from_queue, now, fail_open, sticky, hit_blocks=0):
         candidate = self._candidates[slot]
         tier = int(self.columns.tier[slot])
         if tier == ENGINE_TIER:
@@ -319,9 +366,12 @@ class CandidateBoard:
             reasons += ("signal_stale",)
         if sticky:
             reasons += ("session_affinity",)
+        if hit_blocks:
+            reasons += ("prefix_cache_hit",)
         reported = candidate.reported_at
         age = None if reported is None else round(max(0.0, now - reported), 3)
-        return Ranked(candidate, tier, None if np.isnan(pressure) else round(float(pressure), 6), age, reasons)
+        return Ranked(candidate, tier, None if np.isnan(pressure) else round(float(pressure), 6), age, reasons,
+                      hit_blocks)
 
 
 def _verdict(pressure, policy):
@@ -333,9 +383,9 @@ def _verdict(pressure, policy):
     return Verdict.QUEUE
 
 
-def decide(candidates, request, policy, now):
+def decide(candidates, request, policy, now, prefix_hits=None):
     """Rank ``candidates`` for ``request`` at ``now`` on a board of their own."""
     board = CandidateBoard(capacity=max(1, len(candidates)))
     for candidate in candidates:
         board.put(candidate)
-    return board.decide(request, policy, now)
+    return board.decide(request, policy, now, prefix_hits)

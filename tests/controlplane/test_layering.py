@@ -32,13 +32,15 @@ PROXY_ROOMS = (
     ("ingest", ("proxy_app.ingest",)),
     ("pool", ("proxy_app.pool",)),
     ("placement", ("proxy_app.placement",)),
+    ("prefix", ("proxy_app.prefix",)),
     ("ops", ("proxy_app.ops",)),
     ("api", ("proxy_app.api",)),
     ("pages", ("proxy_app.pages",)),
     ("wiring", ("proxy_app.admin", "proxy_app.apps", "proxy_app.urls", "proxy_app.tasks", "proxy_app.management")),
 )
 # Pure decisions: plain values in, plain answers out, no framework and no database.
-PURE = ("proxy_app.placement.decision", "proxy_app.placement.fencing", "proxy_app.pool.aggregation",
+PURE = ("proxy_app.placement.decision", "proxy_app.placement.fencing", "proxy_app.placement.prefix_cost",
+        "proxy_app.prefix.index", "proxy_app.pool.aggregation",
         "proxy_app.ingest.normalise", "proxy_app.ingest.engines", "proxy_app.ingest.lenient")
 DJANGO = ("django", "rest_framework", "drf_spectacular", "django_htmx", "django_q")
 

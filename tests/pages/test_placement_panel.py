@@ -137,3 +137,35 @@ def test_it_falls_back_to_five_candidates_for_an_unknown_count(page, serving):
         serving(f"i-{n}", host=f"10.0.0.{n + 1}")
     assert len(candidates(page("/pool/placement?count=7"))) == 5
     assert len(candidates(page("/pool/placement?count=3"))) == 3
+
+
+def test_it_asks_with_a_shared_prefix_and_shows_each_candidate_s_cached_tokens(page, api, register_instance,
+                                                                                 report, frozen):
+    from agent.prefix_keys import prompt_keys
+    from proxy_app.pages.placement_panel import shared_prompt
+
+    events = {"status": "ok", "error": None, "resident_blocks": 3, "events_total": 3, "gaps_total": 0,
+              "last_event_age_ms": 5, "block_tokens": 16}
+    for instance_id, host, waiting in (("cold", "10.0.0.1", 0), ("warm", "10.0.0.2", 1)):
+        register_instance(instance_id, host=host)
+        engine = make_engine(model="tiny", requests_waiting=waiting, kv_cache_usage_ratio=0.1, scraped_at_ms=T0_MS,
+                             kv_events=events)
+        report(instance_id, make_snapshot(engines=[engine]))
+    keys = prompt_keys("tiny", shared_prompt("b", 64), 16)
+    api.post("/v1/instance/prefix_blocks", {"instance_id": "warm", "engine": "e0", "epoch": 1, "seq": 0,
+                                            "block_tokens": 16, "reset": True, "added": keys[:3]})
+    html = page("/pool/placement?model=tiny&prompt_tokens=64&prefix=b")
+    assert candidates(html) == ["warm", "cold"]
+    assert by_testid(html, "placement-cached") == ["48", "0"]
+    plain = page("/pool/placement?model=tiny")
+    assert not by_testid(plain, "placement-cached")
+    refused = page("/pool/placement?prompt_tokens=64&prefix=a")
+    assert "A prompt needs the model" in one(refused, "placement-error")
+
+
+def test_looking_with_a_prompt_records_nothing_in_learned_mode(page, serving):
+    from proxy_app.models import PrefixLearned
+
+    serving("a")
+    page("/pool/placement?model=tiny&prompt_tokens=64&prefix=a")
+    assert not PrefixLearned.objects.exists()

@@ -158,3 +158,13 @@ def test_it_filters_full_resolution_rows_by_age(admin_client, series):
     rows = change_list_rows(admin_client.get("/admin/proxy_app/poolresource/?within=60"))
     assert [row["At"] for row in rows] == ["2026-01-01 00:03:13 UTC (0 s ago)"]
     assert len(change_list_rows(admin_client.get("/admin/proxy_app/poolresource/"))) == 2
+
+
+def test_it_shows_each_engine_s_indexed_blocks(admin_client, api, pool):
+    api.post("/v1/instance/prefix_blocks", {"instance_id": "gpu-1", "engine": "http://127.0.0.1:8001", "epoch": 3,
+                                            "seq": 0, "block_tokens": 16, "reset": True, "added": [1, 2, 3]})
+    response = admin_client.get("/admin/proxy_app/prefixengine/")
+    assert response.status_code == 200
+    [row] = change_list_rows(response)
+    assert (row["Instance"], row["Engine"], row["Blocks"], row["Epoch"], row["Seq"]) == (
+        "gpu-1", "http://127.0.0.1:8001", "3", "3", "0")

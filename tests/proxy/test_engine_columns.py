@@ -29,6 +29,7 @@ def test_it_reads_one_ok_engine():
         "engine_count": 1, "engine_ok_count": 1, "engine_status": "ok", "engine_models": ["tiny"],
         "requests_running": 4, "requests_waiting": 8, "kv_cache_usage_ratio": 0.25,
         "kv_cache_capacity_tokens": 4096, "ttft_p95_s": 0.9, "engine_sample_age_ms": 300, "engine_loras": [],
+        "kv_events_ok_count": 0,
     }
 
 
@@ -115,3 +116,11 @@ def test_it_lists_the_running_loras_of_the_ok_engines_only():
     down = engine(status="unreachable", lora={"running": ["ghost"]})
     odd = engine(lora={"running": "not-a-list"})
     assert engine_columns({"engines": [up, down, odd]}, TS)["engine_loras"] == ["chat", "sql-lora"]
+
+
+def test_it_counts_the_ok_engines_whose_kv_events_are_read():
+    events = {"status": "ok", "error": None, "resident_blocks": 3, "events_total": 9, "gaps_total": 0,
+              "last_event_age_ms": 20, "block_tokens": 16}
+    listed = [engine(kv_events=events), engine(kv_events={**events, "status": "gap"}), engine(kv_events=None),
+              engine(kv_events="garbage"), engine(status="timeout", kv_events=events)]
+    assert engine_columns({"engines": listed}, TS)["kv_events_ok_count"] == 1

@@ -130,3 +130,18 @@ def test_the_recorder_and_the_link_show_how_long_ago_they_worked(api, frozen):
     assert value(samples, "fleetwatch_link_last_attempt_age_seconds") == 4.0
     assert value(samples, "fleetwatch_link_last_success_age_seconds") == 34.0
     assert value(samples, "fleetwatch_link_consecutive_failures") == 6
+
+
+def test_the_prefix_index_shows_each_instance_s_keys_and_counts_updates_and_resyncs(api, register_instance, frozen):
+    register_instance("i-1")
+    body = {"instance_id": "i-1", "engine": "e0", "epoch": 1, "seq": 0, "block_tokens": 16}
+    before = scrape(api)
+    updates = value(before, "fleetwatch_prefix_updates_total", proxy_id=proxy_id()) or 0
+    resyncs = value(before, "fleetwatch_prefix_resyncs_total", proxy_id=proxy_id()) or 0
+    api.post("/v1/instance/prefix_blocks", {**body, "reset": True, "added": [1, 2, 3]})
+    api.post("/v1/instance/prefix_blocks", {**body, "engine": "e1", "reset": True, "added": [1]})
+    api.post("/v1/instance/prefix_blocks", {**body, "seq": 5, "added": [4]})
+    samples = scrape(api)
+    assert value(samples, "fleetwatch_prefix_blocks", instance_id="i-1", proxy_id=proxy_id()) == 4
+    assert value(samples, "fleetwatch_prefix_updates_total", proxy_id=proxy_id()) == updates + 2
+    assert value(samples, "fleetwatch_prefix_resyncs_total", proxy_id=proxy_id()) == resyncs + 1

@@ -42,7 +42,10 @@ def test_it_answers_the_least_pressed_instance_first_with_the_gateway_header(api
     assert (answer["considered"], answer["eligible"], answer["excluded"]) == (3, 3, {})
     first = answer["candidates"][0]
     assert set(first) == {"instance_id", "host", "port", "endpoints", "pressure", "requests_waiting",
-                          "requests_running", "kv_cache_usage_ratio", "signal_age_s", "reasons"}
+                          "requests_running", "kv_cache_usage_ratio", "signal_age_s", "reasons",
+                          "prefix_hit_blocks", "prefix_hit_tokens"}
+    assert (first["prefix_hit_blocks"], first["prefix_hit_tokens"]) == (0, 0)
+    assert (answer["prompt_blocks"], answer["prefix_source"]) == (None, None)
     assert first["signal_age_s"] == 0.0 and first["reasons"] == ["pressure_from_queue"]
 
 

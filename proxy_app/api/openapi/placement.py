@@ -1,5 +1,6 @@
 """The Proxy's placement, its GET variant for nginx, and feedback (SPEC 14.1, 14.2) as OpenAPI."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -27,6 +28,25 @@ from proxy_app.api.serializers import (
 )
 
 PLACEMENT = ["placement"]
+ARRAY = {"type": "array"}
+
+
+class PlacementBodyScheme(OpenApiSerializerExtension):
+    """``PlacementSerializer`` as declared, with its rules across fields (SPEC 15.5): a prompt is sent as token
+    ids or as block keys, not both, and only with ``model``."""
+
+    target_class = "proxy_app.api.serializers.PlacementSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        if direction != "request":
+            return schema
+        prompts = ("prompt_token_ids", "prompt_block_keys")
+        refused = [{"required": list(prompts), "properties": dict.fromkeys(prompts, ARRAY)}]
+        for prompt in prompts:
+            refused.append({"required": [prompt], "properties": {prompt: ARRAY}, "not": {"required": ["model"]}})
+            refused.append({"required": [prompt, "model"], "properties": {prompt: ARRAY, "model": {"enum": [None]}}})
+        return {**schema, "not": {"anyOf": refused}}
 
 
 class PlacementCandidate(serializers.Serializer):
@@ -41,11 +61,20 @@ class PlacementCandidate(serializers.Serializer):
     kv_cache_usage_ratio = serializers.FloatField(allow_null=True)
     signal_age_s = serializers.FloatField(allow_null=True, help_text="Age of the latest snapshot.")
     reasons = serializers.ListField(child=serializers.CharField())
+    prefix_hit_blocks = serializers.IntegerField(help_text="The longest leading run of the prompt's block keys "
+                                                           "this instance holds (SPEC 15.5); 0 when none or "
+                                                           "without a prompt.")
+    prefix_hit_tokens = serializers.IntegerField(help_text="prefix_hit_blocks × FLEETWATCH_PREFIX_BLOCK_TOKENS.")
 
 
 InstancePlacement = type("InstancePlacement", (serializers.Serializer,), {
-    "__doc__": "Where a request should go in this pool (SPEC 14.1).",
+    "__doc__": "Where a request should go in this pool (SPEC 14.1, 15.5).",
     **answer_fields(PlacementCandidate, "At most `count`; none when shedding or unavailable."),
+    "prompt_blocks": serializers.IntegerField(allow_null=True, help_text="The prompt's full blocks; null "
+                                                                         "without a prompt."),
+    "prefix_source": serializers.ChoiceField(choices=["events", "placements"], allow_null=True, help_text=(
+        "Where cached prefixes were read from: `events` (some eligible instance's engine publishes its KV-cache "
+        "events), `placements` (learned from this pool's own accepted placements); null without a prompt.")),
 })
 
 
@@ -64,7 +93,10 @@ placement_schema = placement_operation(
         "Ranks the eligible instances of this pool (alive or suspect, not fenced, not rejecting, no GPU in error, "
         "serving the model and adapter, a snapshot at most FLEETWATCH_PLACEMENT_MAX_AGE_S old unless none is) by "
         "pressure, lowest first; with a `session_key`, the same key keeps its instance while that one is "
-        "unsaturated. See docs/placement.md for the formula and the tie-breaks."
+        "unsaturated. With `prompt_token_ids` or `prompt_block_keys` (SPEC 15.1 keys; one of them, and `model`), "
+        "each candidate says how much of the prompt it holds cached and the ranking weighs that against pressure, "
+        "never changing the verdict. The body may be up to FLEETWATCH_PREFIX_MAX_BODY_BYTES (1 MiB). See "
+        "docs/placement.md for the formula and the tie-breaks."
     ), PlacementSerializer, InstancePlacement, PLACEMENT,
 )
 
