@@ -106,7 +106,9 @@ class PromptWorkload:
         unique = Random(f"fleetwatch-routing-unique:{seed}")
         mean_turns = sum(self.turns) / 2
         session_rate = rate_per_s / mean_turns
-        stream, start = [], 0.0
+        # Steady from the first second: sessions start from a whole session's span before the traffic, and
+        # only their turns within it are sent (a session joined midway starts with a turn of its history).
+        stream, start = [], -(self.turns[1] - 1) * self.turn_gap_s[1]
         if session_rate <= 0.0:
             return stream
         while True:
@@ -120,7 +122,8 @@ class PromptWorkload:
                     at += rng.uniform(*self.turn_gap_s)
                 question = draw_tokens(rng, lognormal(rng, self.question_mean, self.sigma))
                 answer = draw_tokens(rng, lognormal(rng, self.answer_mean, self.sigma))
-                if at >= duration_s:
+                if not 0.0 <= at < duration_s:
+                    history = history.extended(question + answer) if at < 0.0 else history
                     continue  # draw on regardless: the same seed gives the same sessions at any duration
                 if self.kind == NO_PREFIX:
                     # The same length, tokens its own: nothing of it is anyone else's.
