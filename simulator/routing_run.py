@@ -136,6 +136,7 @@ class PolicyRun:
                      if self.workload.prompts is not None and routing.publishes(policy) else None)
         self.score = PolicyScore(duration_s=self.workload.duration_s)
         self.failed_since = {}  # instance id -> when it failed (s from the start of the traffic)
+        self.sent_to = {}  # instance id -> attempts sent there
         self.warm_up_s = None
         self._endings = set()  # requests past their first token, generating: watched for the in-flight counts
 
@@ -165,6 +166,7 @@ class PolicyRun:
         row["fleet_errors"] = dict(fleet_stats.errors())  # the fleet's own reports that failed, by kind
         if self.feed is not None:
             row["prefix_feed"] = self.feed.stats()
+        row["sent_by_instance"] = dict(sorted(self.sent_to.items()))
         if self.router.client is None:
             times = sorted(self.router.placement_ms)
             row["placement_p50_ms"] = round(times[len(times) // 2], 2) if times else None
@@ -254,6 +256,7 @@ class PolicyRun:
         loop, score = asyncio.get_running_loop(), self.score
         now_s = loop.time() - self.t0
         score.sent(now_s, self.failed_since.get(instance_id))
+        self.sent_to[instance_id] = self.sent_to.get(instance_id, 0) + 1
         first, done = loop.create_future(), loop.create_future()
 
         def changed(request):
