@@ -228,7 +228,6 @@ class SimulatedEngine:
         else:
             scrape_ms = None if self.fault == TIMEOUT else rng.uniform(0.1, 2.0)
             objects = self.tracker.failed(self.fault, FAULT_ERRORS[self.fault], scraped_at_ms, scrape_ms)
-        if self.publishes is not None:  # SPEC 15.2: what the agent read of each engine's events
-            for obj, rank in zip(objects, self.ranks):
-                obj["kv_events"] = rank.cache.kv_events(scraped_at_ms) if self.publishes else None
+        for obj, rank in zip(objects, self.ranks):  # SPEC 15.2: null where no event publisher is read
+            obj["kv_events"] = rank.cache.kv_events(scraped_at_ms) if self.publishes else None
         return objects

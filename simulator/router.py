@@ -35,6 +35,7 @@ class Router:
         self.client = (None if policy in routing.PLACEMENT_POLICIES
                        else routing.CLIENT_POLICIES[policy](config.workload.seed))
         self.placement_ms = []
+        self.prefix_sources = {}  # the answers' prefix_source (SPEC 15.5; "none" when absent or null) -> count
         self.feedback_failures = 0
         self._tasks = set()
 
@@ -73,6 +74,9 @@ class Router:
             data = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             data = None
+        if status == 200 and isinstance(data, dict):
+            source = str(data.get("prefix_source") or "none")
+            self.prefix_sources[source] = self.prefix_sources.get(source, 0) + 1
         return routing.placement_choice(status, data, self.fleet_ids)
 
     def started(self, instance_id):

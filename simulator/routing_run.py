@@ -171,6 +171,7 @@ class PolicyRun:
             times = sorted(self.router.placement_ms)
             row["placement_p50_ms"] = round(times[len(times) // 2], 2) if times else None
             row["feedback_failures"] = self.router.feedback_failures
+            row["prefix_source"] = dict(sorted(self.router.prefix_sources.items()))
         return row
 
     async def _tick(self):
