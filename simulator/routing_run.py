@@ -10,7 +10,10 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
    replayed: each request is routed by the policy (the Proxy's placement or
    the client's own choice), handed to that host's simulated vLLM server,
    which queues and serves it, and its time to first token measured from
-   its arrival (so the placement question's round trip counts).
+   its arrival (so the placement question's round trip counts). With a
+   prompt workload (``simulator.prompts``) the engines keep prefix caches
+   and, but in ``placement-learned``'s fleet, publish them to the Proxy
+   from then on (``simulator.prefix_feed``, with the fleet's token).
 3. Midway, one engine turns slow and another dies, as the workload says;
    the engines advance every ``TICK_S`` so queued requests start as soon
    as a slot frees.
@@ -20,7 +23,7 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
 Every policy tries a refused request again elsewhere (up to
 ``routing.MAX_ATTEMPTS`` instances: nothing was sent, so nothing is
 repeated); a request the engine dropped after taking it is failed. The
-placement policy reports every outcome to ``POST /v1/placement/feedback``
+placement policies report every outcome to ``POST /v1/placement/feedback``
 (``ok`` at the first token, ``refused``, ``error`` when the engine died
 holding the request, ``timeout`` when no first token came in time); the
 client-side ones leave a failed instance out for ``routing.FAIL_TIMEOUT_S``.
@@ -63,7 +66,7 @@ class RoutingConfig:
     token: str | None = None  # scope instance: the fleet's reports
     route_token: str | None = None  # scope route (or read): placement, feedback, the list
     workload: RoutingWorkload = RoutingWorkload()
-    policies: tuple = routing.POLICIES
+    policies: tuple = routing.MIXED_POLICIES  # the mixed workload's; routing.policies_for(kind)
     interval_ms: int = 1000
     id_prefix: str = "route"
     timeout_s: float = 10.0

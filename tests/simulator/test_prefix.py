@@ -1,10 +1,16 @@
 """Issue 32's simulator, its pure parts: the engines' prefix cache, what they publish, the prompt workloads,
 the cache-aware policies' question and the score. No network and no clock: wall times are passed in."""
 
+import argparse
+from random import Random
+
 import pytest
+from rich.console import Console
 
 from agent.prefix_keys import prompt_keys
-from simulator import routing
+from simulator import cli, routing
+from simulator.cli import routing_config
+from simulator.display import routing_table
 from simulator.engines import SimulatedEngine
 from simulator.model import build_fleet
 from simulator.prefix_cache import MAX_ITEMS, PrefixCache, PrefixPublisher
@@ -139,8 +145,6 @@ def test_a_large_set_is_one_reset_and_ordinary_bodies_of_at_most_the_spec_limit(
 
 
 def test_a_chain_grown_a_segment_at_a_time_has_the_keys_of_the_whole_sequence():
-    from random import Random
-
     rng = Random(1)
     parts = [draw_tokens(rng, n) for n in (37, 5, 16, 100)]
     chain = Chain(MODEL)
@@ -328,3 +332,36 @@ def test_the_prompt_workloads_targets():
     assert verdicts({"placement": row(1.04), "placement-load": row(1.0)}, NO_PREFIX) == {
         "placement_p90_le_1.05_placement_load": True}
     assert verdicts({"placement": row(1.0)}, SHARED_PREFIX)["placement_p90_le_0.5_placement_load"] is None
+
+
+# --- the command line and the table ---------------------------------------------------------
+
+
+def parsed(*argv):
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return vars(parser.parse_args(["--routing-benchmark", *argv]))
+
+
+def test_the_command_takes_a_workload_and_routes_it_by_its_policies():
+    shared = routing_config(parsed("--workload", "shared-prefix", "--seed", "4"))
+    mixed = routing_config(parsed())
+    one = routing_config(parsed("--workload", "no-prefix", "--route", "placement-learned"))
+
+    assert (shared.workload.kind, shared.workload.seed, shared.policies) == (SHARED_PREFIX, 4, routing.POLICIES)
+    assert shared.workload.prompt_mean == PromptWorkload().prompt_mean
+    assert (mixed.workload.kind, mixed.policies, mixed.workload.prompts) == ("mixed", routing.MIXED_POLICIES, None)
+    assert (one.workload.kind, one.policies) == (NO_PREFIX, ("placement-learned",))
+
+
+def test_the_table_shows_the_hit_ratio_and_the_tokens_a_second_of_a_prompt_workload():
+    row = {**PolicyScore(duration_s=10.0).as_row(), "prefix_hit_ratio": 0.8547, "output_tokens_per_s": 1323.4}
+    result = {"routing": {"placement": row}, "targets": verdicts({"placement": row}, SHARED_PREFIX),
+              "workload": {"kind": SHARED_PREFIX, "prompts": {}, "hosts": 12, "gpu_counts": [1, 2], "seed": 0,
+                           "rate_per_s": 12.7, "duration_s": 60.0}}
+    console = Console(width=160)
+    with console.capture() as capture:
+        console.print(routing_table(result))
+
+    text = capture.get()
+    assert "85.5%" in text and "1323" in text and "shared-prefix workload" in text
