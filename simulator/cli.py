@@ -19,7 +19,7 @@ from simulator.model import FleetProfile
 from simulator.processes import run_fleet
 from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
 from simulator.stats import summary
-from simulator.workload import RoutingWorkload, verdicts
+from simulator.workload import MIXED, WORKLOADS, RoutingWorkload, verdicts
 
 HELP = ("Register N synthetic GPU instances at a Proxy and drive them through its HTTP API "
         "(register, snapshots, heartbeats, unregister); prints a live view and a summary.")
@@ -121,6 +121,10 @@ def add_arguments(parser):
     workload = RoutingWorkload()
     bench.add_argument("--routing-benchmark", action="store_true",
                        help="Route the seeded request workload by every policy in turn; print and write the table.")
+    bench.add_argument("--workload", choices=WORKLOADS, default=MIXED,
+                       help="The request workload: mixed (issue 19's: lengths, faults), shared-prefix (tenants' "
+                            "system prompts and multi-turn sessions, engines with a prefix cache) or no-prefix "
+                            "(the same lengths, every prompt its own). Default mixed.")
     bench.add_argument("--route", choices=routing.POLICIES, default=None,
                        help="Route the workload by this policy only.")
     bench.add_argument("--route-token", default=None,
@@ -193,14 +197,16 @@ def _report(result, table, options, out):
 
 def routing_config(options):
     """The ``RoutingConfig`` of parsed options (``--routing-benchmark`` or ``--route``)."""
-    workload = RoutingWorkload(seed=options["seed"], hosts=options["routing_hosts"], gpu_counts=options["gpus"],
-                               duration_s=options["routing_duration"], load=options["routing_load"])
+    kind = options.get("workload") or MIXED
+    workload = RoutingWorkload.of(kind, seed=options["seed"], hosts=options["routing_hosts"],
+                                  gpu_counts=options["gpus"], duration_s=options["routing_duration"],
+                                  load=options["routing_load"])
     if 0 in workload.gpu_counts:
         raise ConfigError("--gpus cannot include 0 for the routing benchmark: every host runs an engine")
     return RoutingConfig(
         proxy_url=options["proxy_url"], token=options["token"],
         route_token=options["route_token"] or options["token"], workload=workload,
-        policies=(options["route"],) if options["route"] else routing.POLICIES,
+        policies=(options["route"],) if options["route"] else routing.policies_for(kind),
         interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"])
 
 
@@ -216,7 +222,7 @@ def run_routing(options, out):
         result = asyncio.run(run_benchmark(config, on_policy=finished))
     except WarmUpError as error:
         raise ConfigError(str(error)) from None
-    result["targets"] = verdicts(result["routing"])
+    result["targets"] = verdicts(result["routing"], config.workload.kind)
     return _report(result, routing_table, options, out)
 
 

@@ -187,19 +187,27 @@ def summary_table(summary: dict):
 def routing_table(result: dict):
     """The routing benchmark (``routing_run.run_benchmark``) as a table: one row per policy, and the targets."""
     table = Table(title="routing benchmark", show_header=True, box=None, pad_edge=False)
-    for column in ("policy", "requests", "served", "TTFT p50 s", "p90 s", "p99 s", "shed", "failed",
-                   "to failed host >2 s"):
+    prompts = result["workload"].get("prompts") is not None
+    columns = ["policy", "requests", "served", "TTFT p50 s", "p90 s", "p99 s", "shed", "failed",
+               "to failed host >2 s"]
+    if prompts:
+        columns += ["prefix hits", "output tok/s"]
+    for column in columns:
         table.add_column(column, justify="left" if column == "policy" else "right")
 
     def seconds(value):
         return "–" if value is None else f"{value:.3f}"
 
     for policy, row in result["routing"].items():
-        table.add_row(policy, str(row["requests"]), str(row["served"]), seconds(row["ttft_p50_s"]),
-                      seconds(row["ttft_p90_s"]), seconds(row["ttft_p99_s"]), str(row["shed"]), str(row["failed"]),
-                      str(row["sent_to_failed_host_after_2s"]))
+        cells = [policy, str(row["requests"]), str(row["served"]), seconds(row["ttft_p50_s"]),
+                 seconds(row["ttft_p90_s"]), seconds(row["ttft_p99_s"]), str(row["shed"]), str(row["failed"]),
+                 str(row["sent_to_failed_host_after_2s"])]
+        if prompts:
+            ratio, rate = row.get("prefix_hit_ratio"), row.get("output_tokens_per_s")
+            cells += ["–" if ratio is None else f"{ratio:.1%}", "–" if rate is None else f"{rate:.0f}"]
+        table.add_row(*cells)
     workload = result["workload"]
-    lines = [f"{workload['hosts']} hosts (GPUs {','.join(map(str, workload['gpu_counts']))}), seed "
+    lines = [f"{workload.get('kind', 'mixed')} workload: {workload['hosts']} hosts (GPUs {','.join(map(str, workload['gpu_counts']))}), seed "
              f"{workload['seed']}, {workload['rate_per_s']:.2f} requests/s for {workload['duration_s']:g} s a policy"]
     for target, met in result["targets"].items():
         lines.append(f"{target}: {'–' if met is None else 'met' if met else 'NOT met'}")

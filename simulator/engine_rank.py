@@ -50,15 +50,20 @@ class EngineRank:
         self.server = server
         self.rng = server.rng
         self.index = index
+        self.gpu_count = gpu_count
+        self.cache = None  # a PrefixCache (simulator.prefix_cache) when the server keeps one for routed prompts
         self.max_num_seqs = gpu_count * server.seqs_per_gpu
         self.prefill_tokens_per_s = 8000.0 * gpu_count ** 0.7 * server.prefill_factor
-        # Sized so that a full batch of average requests fills 60–100 % of the cache.
-        full_batch = self.max_num_seqs * (server.prompt_mean + server.output_mean / 2)
-        self.capacity_tokens = 16 * max(1, round(full_batch * server.cache_factor / 16))
+        self.size_for(server.prompt_mean, server.output_mean)
         service_s = server.output_mean * server.itl_s * 1.6 + server.prompt_mean / self.prefill_tokens_per_s
         self.service_rate = self.max_num_seqs / service_s  # requests a second it finishes when full
         self.given_up = 0  # requests that left the queue unserved, for tests
         self.reset()
+
+    def size_for(self, prompt_mean, output_mean):
+        """The KV cache sized so that a full batch of requests of these mean lengths fills 60–100 % of it."""
+        full_batch = self.max_num_seqs * (prompt_mean + output_mean / 2)
+        self.capacity_tokens = 16 * max(1, round(full_batch * self.server.cache_factor / 16))
 
     def crash(self):
         """The vLLM process died: every routed request it held fails, and it starts again empty."""
@@ -68,6 +73,8 @@ class EngineRank:
         for request in [*self.running, *self.preempted]:
             if request[ROUTED] is not None:
                 request[ROUTED].fail()
+        if self.cache is not None:
+            self.cache.clear()  # a new process: its KV cache is empty
         self.reset()
 
     def reset(self):
@@ -77,6 +84,7 @@ class EngineRank:
         self.preempted = []  # running requests pushed back to the queue's head
         self.running = []
         self.kv_used = 0.0
+        self.prefill_free_ms = 0.0  # with a prefix cache: when the prefills started so far are done
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.ttft_counts = [0] * len(TTFT_BOUNDS)
         self.itl_counts = [0] * len(ITL_BOUNDS)
@@ -103,13 +111,19 @@ class EngineRank:
         itl = self.server.itl_s * (1.0 + 0.6 * len(running) / self.max_num_seqs)  # a fuller batch decodes slower
         tokens = dt_s / itl
         generated, still = 0.0, []
+        prefilling = self.prefill_free_ms if self.cache is not None else 0.0  # decodes wait for their prefill
         for request in running:
+            if prefilling > now_ms and request[ROUTED] is not None and request[ROUTED].first_token_ms > now_ms:
+                still.append(request)
+                continue
             step = min(tokens, request[OUTPUT] - request[GENERATED])
             request[GENERATED] += step
             generated += step
             if request[GENERATED] < request[OUTPUT]:
                 still.append(request)
             elif request[ROUTED] is not None:
+                if self.cache is not None:  # vLLM keeps the blocks the answer filled, too
+                    self.cache.store(request[ROUTED].answer_keys, now_ms)
                 request[ROUTED].finish(now_ms)
         self.running = still
         self.kv_used = sum(request[PROMPT] + request[GENERATED] for request in still)
@@ -198,11 +212,27 @@ class EngineRank:
         counters["prompt_tokens"] += prompt
         counters["generation_tokens"] += 1
         counters["prefix_queries"] += prompt
+        if routed is not None and self.cache is not None:
+            return self._prefill_cached(routed, prompt, waited_s, now_ms)
         counters["prefix_hits"] += round(prompt * min(1.0, server.hit_share * (0.5 + rng.random())))
         prefill_s = 0.01 + prompt / self.prefill_tokens_per_s
         self.ttft_counts[bisect_left(TTFT_BOUNDS, waited_s + prefill_s)] += 1
         if routed is not None:
             routed.first_token(now_ms + prefill_s * 1000.0)
+        return True
+
+    def _prefill_cached(self, routed, prompt, waited_s, now_ms):
+        """A routed prompt on an engine with a prefix cache: only the tokens past its cached prefix are
+        computed, and the engine's prefills go one after another (one token budget a step, as vLLM's
+        chunked prefill shares it), so a long uncached prompt delays the next one's first token too."""
+        cached = self.cache.lookup(routed.keys, prompt)
+        self.cache.store(routed.keys, now_ms)
+        routed.cached_tokens = cached
+        self.counters["prefix_hits"] += cached
+        start_ms = max(now_ms, self.prefill_free_ms)
+        first_ms = self.prefill_free_ms = start_ms + (0.01 + (prompt - cached) / self.prefill_tokens_per_s) * 1000.0
+        self.ttft_counts[bisect_left(TTFT_BOUNDS, waited_s + (first_ms - now_ms) / 1000.0)] += 1
+        routed.first_token(first_ms)
         return True
 
     def reading(self) -> EngineReading:

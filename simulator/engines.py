@@ -41,6 +41,7 @@ from random import Random
 from agent.engines.figures import HTTP_ERROR, TIMEOUT, UNREACHABLE, EngineTracker
 from agent.engines.reading import VLLM
 from simulator.engine_rank import EngineRank, poisson
+from simulator.prefix_cache import PrefixCache
 
 ENGINE_URL = "http://127.0.0.1:8000"
 DATA_PARALLEL_SHARE = 0.25  # of the hosts with 4 GPUs or more: two engines of half the GPUs each
@@ -107,6 +108,7 @@ class SimulatedEngine:
         self.fault = None
         self.dead = False  # killed for good (``kill``): no recovery
         self.routed_only = False  # serves only what is routed to it (``submit``): no synthetic arrivals
+        self.publishes = None  # with a prefix cache: True when its events are read and sent (SPEC 15.2)
         self.burst_left_s, self.burst_factor = 0.0, 1.0
         self._last_ms = None
         self.tracker = EngineTracker(ENGINE_URL, WINDOW_MS)
@@ -164,6 +166,13 @@ class SimulatedEngine:
         for rank in self.ranks:
             rank.crash()
 
+    def keep_prefix_cache(self, tokens_per_gpu, block_tokens, publishes=True):
+        """Each engine keeps a prefix cache of ``tokens_per_gpu`` per GPU for routed prompts; with
+        ``publishes`` its events reach the Proxy (``kv_events`` ok), else it publishes none (null)."""
+        for rank in self.ranks:
+            rank.cache = PrefixCache(tokens_per_gpu * rank.gpu_count // block_tokens, block_tokens)
+        self.publishes = publishes
+
     def slow_down(self, factor):
         """Prefill and decode ``factor`` times slower from now (a throttled or degraded board)."""
         self.itl_s *= factor
@@ -214,6 +223,11 @@ class SimulatedEngine:
         scraped_at_ms = timestamp_ms - rng.randint(1, 5)  # the agent asks at the start of its tick
         if self.fault is None:
             readings = [rank.reading() for rank in self.ranks]
-            return self.tracker.observe_readings(VLLM, readings, scraped_at_ms, scraped_at_ms, rng.uniform(1.0, 6.0))
-        scrape_ms = None if self.fault == TIMEOUT else rng.uniform(0.1, 2.0)
-        return self.tracker.failed(self.fault, FAULT_ERRORS[self.fault], scraped_at_ms, scrape_ms)
+            objects = self.tracker.observe_readings(VLLM, readings, scraped_at_ms, scraped_at_ms,
+                                                    rng.uniform(1.0, 6.0))
+        else:
+            scrape_ms = None if self.fault == TIMEOUT else rng.uniform(0.1, 2.0)
+            objects = self.tracker.failed(self.fault, FAULT_ERRORS[self.fault], scraped_at_ms, scrape_ms)
+        for obj, rank in zip(objects, self.ranks):  # SPEC 15.2: null where no event publisher is read
+            obj["kv_events"] = rank.cache.kv_events(scraped_at_ms) if self.publishes else None
+        return objects

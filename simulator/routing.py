@@ -16,10 +16,16 @@ left out for ``FAIL_TIMEOUT_S`` (``max_fails=1 fail_timeout=10s``).
   ``least_conn``).
 - ``random``: one at random (seeded).
 
-The fourth, ``placement``, asks the Proxy (``POST /v1/placement``, SPEC
-14.1) and takes the first candidate of its answer (``placement_choice``
-reads it); a refused request is asked again with that instance in
-``exclude``.
+The others ask the Proxy (``POST /v1/placement``, SPEC 14.1) and take the
+first candidate of its answer (``placement_choice`` reads it); a refused
+request is asked again with that instance in ``exclude``:
+
+- ``placement``: cache-aware (SPEC 15.5): the body carries the prompt as
+  ``prompt_block_keys`` (15.1 keys the router computes, ``placement_body``),
+  and the fleet's engines publish their caches' changes (15.3).
+- ``placement-load``: issue 19's question, without the prompt (load alone).
+- ``placement-learned``: the prompt sent, but no engine publishes events
+  (their ``kv_events`` null): the Proxy learns from its own answers.
 """
 
 from __future__ import annotations
@@ -27,10 +33,15 @@ from __future__ import annotations
 from random import Random
 
 PLACEMENT = "placement"
+PLACEMENT_LOAD = "placement-load"
+PLACEMENT_LEARNED = "placement-learned"
 ROUND_ROBIN = "round-robin"
 LEAST_INFLIGHT = "least-inflight"
 RANDOM = "random"
-POLICIES = (PLACEMENT, ROUND_ROBIN, LEAST_INFLIGHT, RANDOM)
+POLICIES = (PLACEMENT, PLACEMENT_LOAD, PLACEMENT_LEARNED, ROUND_ROBIN, LEAST_INFLIGHT, RANDOM)
+MIXED_POLICIES = (PLACEMENT, ROUND_ROBIN, LEAST_INFLIGHT, RANDOM)  # issue 19's workload has no prompts
+PLACEMENT_POLICIES = frozenset({PLACEMENT, PLACEMENT_LOAD, PLACEMENT_LEARNED})
+MAX_PROMPT_KEYS = 8192  # of prompt_block_keys (SPEC 15.5)
 LIST_REFRESH_S = 5.0
 FAIL_TIMEOUT_S = 10.0  # nginx's default fail_timeout
 MAX_ATTEMPTS = 3  # a refused request is tried on up to this many instances
@@ -45,6 +56,34 @@ def routable(rows, fleet_ids):
         return []
     return [row["instance_id"] for row in rows
             if isinstance(row, dict) and row.get("instance_id") in fleet_ids and row.get("status") == "alive"]
+
+
+def policies_for(kind):
+    """The policies a workload is routed by: issue 19's four for ``mixed`` (no prompts: the placement
+    variants would ask the same question), all six for the prompt workloads."""
+    return MIXED_POLICIES if kind == "mixed" else POLICIES
+
+
+def publishes(policy):
+    """Whether the engines of ``policy``'s fleet publish their prefix caches' changes (SPEC 15.2, 15.3)."""
+    return policy != PLACEMENT_LEARNED
+
+
+def placement_body(policy, model, prompt_tokens, output_tokens, count, keys=(), exclude=()):
+    """The ``POST /v1/placement`` body of ``policy`` for one request.
+
+    The cache-aware policies send the prompt as its 15.1 keys rather than its
+    token ids: 16 times fewer numbers on the wire (about 20 bytes a key
+    against about 7 a token id, so a 7,000-token prompt is ~9 KB rather than
+    ~50 KB), no hashing on the Proxy, and a session's keys are computed once,
+    incrementally, by the client that holds the history.
+    """
+    body = {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": output_tokens, "count": count}
+    if policy != PLACEMENT_LOAD and keys:
+        body["prompt_block_keys"] = list(keys[:MAX_PROMPT_KEYS])
+    if exclude:
+        body["exclude"] = list(exclude)
+    return body
 
 
 def placement_choice(status, data, fleet_ids):

@@ -10,7 +10,10 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
    replayed: each request is routed by the policy (the Proxy's placement or
    the client's own choice), handed to that host's simulated vLLM server,
    which queues and serves it, and its time to first token measured from
-   its arrival (so the placement question's round trip counts).
+   its arrival (so the placement question's round trip counts). With a
+   prompt workload (``simulator.prompts``) the engines keep prefix caches
+   and, but in ``placement-learned``'s fleet, publish them to the Proxy
+   from then on (``simulator.prefix_feed``, with the fleet's token).
 3. Midway, one engine turns slow and another dies, as the workload says;
    the engines advance every ``TICK_S`` so queued requests start as soon
    as a slot frees.
@@ -20,7 +23,7 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
 Every policy tries a refused request again elsewhere (up to
 ``routing.MAX_ATTEMPTS`` instances: nothing was sent, so nothing is
 repeated); a request the engine dropped after taking it is failed. The
-placement policy reports every outcome to ``POST /v1/placement/feedback``
+placement policies report every outcome to ``POST /v1/placement/feedback``
 (``ok`` at the first token, ``refused``, ``error`` when the engine died
 holding the request, ``timeout`` when no first token came in time); the
 client-side ones leave a failed instance out for ``routing.FAIL_TIMEOUT_S``.
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import aiohttp
 import orjson
@@ -40,14 +43,13 @@ from simulator.config import RunConfig
 from simulator.driver import FleetDriver
 from simulator.gpus import GpuFault
 from simulator.model import FleetProfile
+from simulator.prefix_feed import PrefixFeed
 from simulator.protocol import USER_AGENT
+from simulator.router import LIST_PATH, Router
 from simulator.workload import MODEL, PolicyScore, RoutedRequest, RoutingWorkload
 
 TICK_S = 0.05
 WARM_UP_TIMEOUT_S = 30.0
-PLACEMENT_PATH = "/v1/placement"
-FEEDBACK_PATH = "/v1/placement/feedback"
-LIST_PATH = "/v1/instance/list"
 # The fleet's churn off: only the workload's own faults, the same for every policy.
 ROUTING_PROFILE = FleetProfile(
     unhealthy_gpu_share=0.0, gpu_fault_mean_s=1e12, stale_per_hour=0.0, restarts_per_hour=0.0,
@@ -64,7 +66,7 @@ class RoutingConfig:
     token: str | None = None  # scope instance: the fleet's reports
     route_token: str | None = None  # scope route (or read): placement, feedback, the list
     workload: RoutingWorkload = RoutingWorkload()
-    policies: tuple = routing.POLICIES
+    policies: tuple = routing.MIXED_POLICIES  # the mixed workload's; routing.policies_for(kind)
     interval_ms: int = 1000
     id_prefix: str = "route"
     timeout_s: float = 10.0
@@ -79,22 +81,36 @@ class RoutingConfig:
 
 
 def service_rate(engine, workload):
-    """Requests a second a host's server finishes when full of requests of the workload's mean lengths."""
+    """Requests a second a host's server finishes when full of requests of the workload's mean lengths.
+
+    With prompts (a prefix cache, prefills one after another) also at most
+    what its prefills take when nothing is cached: the rate is the same for
+    every policy, and a cache only makes room.
+    """
     total = 0.0
     mean_tokens = workload.prompt_mean + workload.output_mean / 2
     for rank in engine.ranks:
         seqs = min(rank.max_num_seqs, max(1.0, rank.capacity_tokens / mean_tokens))  # what the KV cache holds
         service_s = workload.output_mean * engine.itl_s * 1.6 + workload.prompt_mean / rank.prefill_tokens_per_s
-        total += seqs / service_s
+        rate = seqs / service_s
+        if workload.prompts is not None:
+            rate = min(rate, rank.prefill_tokens_per_s / workload.prompt_mean)
+        total += rate
     return total
 
 
-def prepare_fleet(hosts, workload):
-    """Give the hosts the workload's model and roles; ``{host index: role}``."""
+def prepare_fleet(hosts, workload, policy=routing.PLACEMENT):
+    """Give the hosts the workload's model and roles (and, with prompts, their prefix caches: published
+    unless ``policy``'s fleet publishes none); ``{host index: role}``."""
     roles = workload.roles()
     for host in hosts:
         host.engine.model = MODEL
         host.engine.routed_only = True
+        if workload.prompts is not None:
+            for rank in host.engine.ranks:
+                rank.size_for(workload.prompt_mean, workload.output_mean)
+            host.engine.keep_prefix_cache(workload.cache_tokens_per_gpu, workload.prompts.block_tokens,
+                                          routing.publishes(policy))
         if roles.get(host.index) == "unhealthy":
             gpu = host.gpus[0]
             gpu.fault, gpu.ecc_errors = GpuFault.ECC_UNCORRECTED, 2  # health error (SPEC 2.2)
@@ -106,97 +122,10 @@ def wall_ms():
     return time.time() * 1000.0
 
 
-class Router:
-    """One policy's side of the benchmark: where each request goes, what it hears back."""
-
-    def __init__(self, policy, session, base_url, fleet_ids, config):
-        self.policy = policy
-        self.session = session
-        self.base = base_url
-        self.fleet_ids = fleet_ids
-        self.config = config
-        self.client = None if policy == routing.PLACEMENT else routing.CLIENT_POLICIES[policy](config.workload.seed)
-        self.placement_ms = []
-        self.feedback_failures = 0
-        self._tasks = set()
-
-    async def read_list(self):
-        """A client-side policy's view of the pool: one read of the list (the last one kept on failure)."""
-        try:
-            async with self.session.get(self.base + LIST_PATH) as response:
-                rows = orjson.loads(await response.read()) if response.status == 200 else None
-            self.client.update(routing.routable(rows, self.fleet_ids))
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-            pass  # keep routing over the last list read
-
-    async def refresh(self):
-        """Re-read the list every ``LIST_REFRESH_S`` (after a first read the caller awaited)."""
-        while True:
-            await asyncio.sleep(routing.LIST_REFRESH_S)
-            await self.read_list()
-
-    async def route(self, prompt_tokens, output_tokens, now_s, exclude=()):
-        """``(action, instance_id)`` for one request (``routing.SEND`` with an id, or why not), not to
-        the instances of ``exclude`` (the ones that refused it)."""
-        if self.client is not None:
-            instance_id = self.client.choose(now_s, exclude)
-            return (routing.SEND, instance_id) if instance_id is not None else (routing.UNAVAILABLE, None)
-        body = {"model": MODEL, "prompt_tokens": prompt_tokens, "max_tokens": output_tokens,
-                "count": self.config.placement_count}
-        if exclude:
-            body["exclude"] = list(exclude)
-        started = time.perf_counter()
-        try:
-            async with self.session.post(self.base + PLACEMENT_PATH, data=orjson.dumps(body)) as response:
-                raw = await response.read()
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError):
-            return routing.ROUTE_ERROR, None
-        self.placement_ms.append((time.perf_counter() - started) * 1000.0)
-        try:
-            data = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError:
-            data = None
-        return routing.placement_choice(status, data, self.fleet_ids)
-
-    def started(self, instance_id):
-        if self.client is not None:
-            self.client.started(instance_id)
-
-    def finished(self, instance_id):
-        if self.client is not None:
-            self.client.finished(instance_id)
-
-    def feedback(self, instance_id, outcome, status_code, now_s):
-        """How the request went: the client-side policies leave a failed instance out a while; placement
-        tells the Proxy, without holding the request up."""
-        if self.client is not None:
-            if outcome != "ok":
-                self.client.failed(instance_id, now_s)
-        else:
-            task = asyncio.get_running_loop().create_task(self._feedback(instance_id, outcome, status_code))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _feedback(self, instance_id, outcome, status_code):
-        body = {"instance_id": instance_id, "outcome": outcome, "status_code": status_code}
-        try:
-            async with self.session.post(self.base + FEEDBACK_PATH, data=orjson.dumps(body)) as response:
-                await response.read()
-                if response.status != 200:
-                    self.feedback_failures += 1
-        except (aiohttp.ClientError, TimeoutError):
-            self.feedback_failures += 1
-
-    async def drain(self):
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
 class PolicyRun:
     """One policy over the workload: its fleet, its router, its score."""
 
-    def __init__(self, config: RoutingConfig, policy, session):
+    def __init__(self, config: RoutingConfig, policy, session, feed_session=None):
         self.config = config
         self.workload = config.workload
         self.policy = policy
@@ -204,10 +133,13 @@ class PolicyRun:
         fleet_config = config.fleet_config(policy)
         self.driver = FleetDriver(fleet_config, fleet_config.indices())
         self.hosts = {state.host.instance_id: state.host for state in self.driver.states}
-        self.roles = prepare_fleet(self.hosts.values(), self.workload)
+        self.roles = prepare_fleet(self.hosts.values(), self.workload, policy)
         self.router = Router(policy, session, config.proxy_url.rstrip("/"), frozenset(self.hosts), config)
-        self.score = PolicyScore()
+        self.feed = (PrefixFeed(feed_session, config.proxy_url.rstrip("/"), self.hosts, epoch=int(wall_ms()))
+                     if self.workload.prompts is not None and routing.publishes(policy) else None)
+        self.score = PolicyScore(duration_s=self.workload.duration_s)
         self.failed_since = {}  # instance id -> when it failed (s from the start of the traffic)
+        self.sent_to = {}  # instance id -> attempts sent there
         self.warm_up_s = None
         self._endings = set()  # requests past their first token, generating: watched for the in-flight counts
 
@@ -215,28 +147,34 @@ class PolicyRun:
         loop = asyncio.get_running_loop()
         fleet = loop.create_task(self.driver.run())
         ticker = loop.create_task(self._tick())
-        refresher = None
+        refresher = feeding = None
         try:
             started = loop.time()
             await self._warm_up(fleet)
             self.warm_up_s = loop.time() - started
+            if self.feed is not None:
+                feeding = loop.create_task(self.feed.run())
             if self.router.client is not None:
                 await self.router.read_list()
                 refresher = loop.create_task(self.router.refresh())
             await self._traffic(loop)
             await self.router.drain()
         finally:
-            for task in (ticker, refresher, *self._endings):
+            for task in (ticker, refresher, feeding, *self._endings):
                 if task is not None:
                     task.cancel()
             self.driver.request_stop()
             fleet_stats = await fleet
         row = self.score.as_row()
         row["fleet_errors"] = dict(fleet_stats.errors())  # the fleet's own reports that failed, by kind
+        if self.feed is not None:
+            row["prefix_feed"] = self.feed.stats()
+        row["sent_by_instance"] = dict(sorted(self.sent_to.items()))
         if self.router.client is None:
             times = sorted(self.router.placement_ms)
             row["placement_p50_ms"] = round(times[len(times) // 2], 2) if times else None
             row["feedback_failures"] = self.router.feedback_failures
+            row["prefix_source"] = dict(sorted(self.router.prefix_sources.items()))
         return row
 
     async def _tick(self):
@@ -274,7 +212,9 @@ class PolicyRun:
         for index, role in self.roles.items():
             if role == "unhealthy":  # ill since before the traffic began
                 self.failed_since[by_index[index]] = -self.warm_up_s
+        arrivals = workload.arrivals(self.rate_per_s)  # prompts' keys computed before the clock starts
         t0 = self.t0 = loop.time()
+        self.t0_ms = wall_ms()
         slow = [by_index[i] for i, role in self.roles.items() if role == "slow"]
         dead = [by_index[i] for i, role in self.roles.items() if role == "dead"]
         for instance_id in slow:
@@ -282,7 +222,7 @@ class PolicyRun:
         for instance_id in dead:
             loop.call_at(t0 + workload.dead_at, self._kill, instance_id)
         requests = []
-        for at_s, prompt, output in workload.arrivals(self.rate_per_s):
+        for at_s, prompt, output in arrivals:
             delay = t0 + at_s - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -298,9 +238,9 @@ class PolicyRun:
         loop, score = asyncio.get_running_loop(), self.score
         arrived_ms = wall_ms() - (loop.time() - self.t0 - at_s) * 1000.0  # the arrival as scheduled
         score.requests += 1
-        refused = []
+        refused, asked = [], RoutedRequest(prompt, output)
         while len(refused) < routing.MAX_ATTEMPTS:
-            action, instance_id = await self.router.route(prompt, output, loop.time() - self.t0, refused)
+            action, instance_id = await self.router.route(asked, loop.time() - self.t0, refused)
             if action == routing.SHED:
                 score.shed += 1
                 return
@@ -320,6 +260,7 @@ class PolicyRun:
         loop, score = asyncio.get_running_loop(), self.score
         now_s = loop.time() - self.t0
         score.sent(now_s, self.failed_since.get(instance_id))
+        self.sent_to[instance_id] = self.sent_to.get(instance_id, 0) + 1
         first, done = loop.create_future(), loop.create_future()
 
         def changed(request):
@@ -353,10 +294,10 @@ class PolicyRun:
                 self.router.feedback(instance_id, "error", 502, loop.time() - self.t0)
                 return True
             await asyncio.sleep(max(0.0, (first_token_ms - wall_ms()) / 1000.0))
-            score.served((first_token_ms - arrived_ms) / 1000.0)
+            score.served((first_token_ms - arrived_ms) / 1000.0, request)
             self.router.feedback(instance_id, "ok", 200, loop.time() - self.t0)
             generating = True
-            ending = loop.create_task(self._ending(done, instance_id))
+            ending = loop.create_task(self._ending(done, instance_id, output))
             self._endings.add(ending)
             ending.add_done_callback(self._endings.discard)
             return True
@@ -364,10 +305,12 @@ class PolicyRun:
             if not generating:
                 self.router.finished(instance_id)
 
-    async def _ending(self, done, instance_id):
+    async def _ending(self, done, instance_id, output):
         """A request generating after its first token: in flight (to its client) until its last one."""
         try:
-            await done
+            done_ms = await done
+            if done_ms is not None:
+                self.score.completed(output, (done_ms - self.t0_ms) / 1000.0)
         finally:
             self.router.finished(instance_id)
 
@@ -379,10 +322,15 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
         headers["Authorization"] = f"Bearer {config.route_token}"
     timeout = aiohttp.ClientTimeout(total=config.timeout_s)
     results, details = {}, {}
+    feed_headers = {"Content-Type": "application/json", "User-Agent": f"{USER_AGENT}-kv-events"}
+    if config.token:
+        feed_headers["Authorization"] = f"Bearer {config.token}"  # scope instance, as the agents report
     async with aiohttp.ClientSession(headers=headers, timeout=timeout,
-                                     connector=aiohttp.TCPConnector(limit=64)) as session:
+                                     connector=aiohttp.TCPConnector(limit=64)) as session, \
+            aiohttp.ClientSession(headers=feed_headers, timeout=timeout,
+                                  connector=aiohttp.TCPConnector(limit=16)) as feed_session:
         for policy in config.policies:
-            run = PolicyRun(config, policy, session)
+            run = PolicyRun(config, policy, session, feed_session)
             results[policy] = await run.run()
             details = {"rate_per_s": round(run.rate_per_s, 3), "roles": {
                 f"{config.id_prefix}-<policy>-{index:05d}": role for index, role in sorted(run.roles.items())},
@@ -390,7 +338,10 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
             if on_policy is not None:
                 on_policy(policy, results[policy])
     workload = config.workload
+    prompts = workload.prompts
     return {"routing": results, "workload": {
+        "kind": workload.kind, "prompts": None if prompts is None else asdict(prompts),
+        "cache_tokens_per_gpu": None if prompts is None else workload.cache_tokens_per_gpu,
         "seed": workload.seed, "hosts": workload.hosts, "duration_s": workload.duration_s, "load": workload.load,
         "prompt_mean": workload.prompt_mean, "output_mean": workload.output_mean,
         "slow_at_s": workload.slow_at, "slow_factor": workload.slow_factor, "dead_at_s": workload.dead_at,

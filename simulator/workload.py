@@ -25,13 +25,17 @@ from the start of the routed traffic (the caller adds the wall clock):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from random import Random
+
+from simulator.prompts import NO_PREFIX, SHARED_PREFIX, PromptWorkload
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LENGTH_SIGMA = 0.6  # spread of prompt and output lengths (log-normal)
 # How long after a host failed a request sent to it still counts as the router's honest ignorance.
 FAILED_HOST_GRACE_S = 2.0
+MIXED = "mixed"  # issue 19's workload: lengths only, no prompts, no prefix cache
+WORKLOADS = (MIXED, SHARED_PREFIX, NO_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,24 @@ class RoutingWorkload:
     slow_at_share: float = 0.25  # of the duration
     dead_at_share: float = 0.5
     ttft_timeout_s: float = 20.0  # a client waits this long for its first token, then gives up
+    prompts: PromptWorkload | None = None  # token prompts and engines with a prefix cache; None: issue 19's
+    cache_tokens_per_gpu: int = 12_000  # with prompts: the prefix cache's size, per GPU of the engine
+
+    @classmethod
+    def of(cls, kind=MIXED, **fields):
+        """The workload called ``kind`` (``WORKLOADS``), with ``fields`` over its defaults."""
+        if kind == MIXED:
+            return cls(**fields)
+        prompts = PromptWorkload(kind=kind)
+        return cls(**{"prompts": prompts, "prompt_mean": prompts.prompt_mean,
+                      "output_mean": float(prompts.answer_mean), **fields})
+
+    @property
+    def kind(self):
+        return MIXED if self.prompts is None else self.prompts.kind
+
+    def with_seed(self, seed):
+        return replace(self, seed=seed)
 
     @property
     def slow_at(self):
@@ -87,8 +109,11 @@ class RoutingWorkload:
         roles = self.roles()
         return self.load * sum(rate for index, rate in service_rates.items() if index not in roles)
 
-    def arrivals(self, rate_per_s):
-        """``[(at_s, prompt_tokens, output_tokens)]``: the seeded Poisson stream over ``duration_s``."""
+    def arrivals(self, rate_per_s, model=MODEL):
+        """``[(at_s, prompt, output_tokens)]``: the seeded stream over ``duration_s``; ``prompt`` is a
+        length, or with ``prompts`` a ``simulator.prompts.Prompt`` (its length and keys)."""
+        if self.prompts is not None:
+            return self.prompts.arrivals(model, self.seed, rate_per_s, self.duration_s)
         rng = Random(f"fleetwatch-routing-arrivals:{self.seed}")
         at, stream = 0.0, []
         if rate_per_s <= 0.0:
@@ -112,11 +137,16 @@ class RoutedRequest:
     """
 
     __slots__ = ("prompt_tokens", "output_tokens", "first_token_ms", "done_ms", "failed", "abandoned",
-                 "on_change")
+                 "on_change", "keys", "answer_keys", "cached_tokens")
 
-    def __init__(self, prompt_tokens, output_tokens, on_change=None):
-        self.prompt_tokens = prompt_tokens
+    def __init__(self, prompt, output_tokens, on_change=None):
+        """``prompt``: a length, or a ``simulator.prompts.Prompt`` (its length and SPEC 15.1 keys)."""
+        if isinstance(prompt, int):
+            self.prompt_tokens, self.keys, self.answer_keys = prompt, (), ()
+        else:
+            self.prompt_tokens, self.keys, self.answer_keys = prompt.tokens, prompt.keys, prompt.answer_keys
         self.output_tokens = output_tokens
+        self.cached_tokens = None  # the prompt's tokens the engine's prefix cache held (set when it started)
         self.first_token_ms = self.done_ms = None
         self.failed = self.abandoned = False
         self.on_change = on_change
@@ -157,12 +187,24 @@ class PolicyScore:
     timeouts: int = 0  # sent, and no first token within the workload's ttft_timeout_s
     route_errors: int = 0  # the router's own question failed (an HTTP error from the Proxy)
     sent_to_failed_host_after_grace: int = 0
+    duration_s: float | None = None  # of the traffic: output tokens a second are counted over it
 
     def __post_init__(self):
         self.ttfts = []
+        self.prompt_tokens = self.cached_tokens = 0  # of the served requests whose engine keeps a prefix cache
+        self.output_tokens = 0  # of the requests whose last token came within the traffic's duration
 
-    def served(self, ttft_s):
+    def served(self, ttft_s, request=None):
+        """A first token, ``ttft_s`` after the arrival of ``request`` (a ``RoutedRequest``)."""
         self.ttfts.append(ttft_s)
+        if request is not None and request.cached_tokens is not None:
+            self.prompt_tokens += request.prompt_tokens
+            self.cached_tokens += request.cached_tokens
+
+    def completed(self, output_tokens, at_s):
+        """A request's last token at ``at_s`` from the start of the traffic."""
+        if self.duration_s is None or at_s <= self.duration_s:
+            self.output_tokens += output_tokens
 
     def sent(self, at_s, failed_since_s):
         """A request sent at ``at_s`` to a host that failed at ``failed_since_s`` (None: a healthy one)."""
@@ -187,16 +229,20 @@ class PolicyScore:
             "failed_by_kind": {"unavailable": self.unavailable, "error": self.errors, "timeout": self.timeouts,
                                "route_error": self.route_errors},
             "sent_to_failed_host_after_2s": self.sent_to_failed_host_after_grace,
+            "prefix_hit_ratio": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
+            "output_tokens_per_s": round(self.output_tokens / self.duration_s, 1) if self.duration_s else None,
         }
 
 
-def verdicts(routing):
-    """The targets, checked on a ``{"<policy>": row}`` table: ``{target: True|False|None}`` (None: not run)."""
+def verdicts(routing, kind=MIXED):
+    """The targets of workload ``kind``, checked on a ``{"<policy>": row}`` table: ``{target: True|False|None}``
+    (None: not run). Issue 19's for ``mixed``; issue 32's for the prompt workloads: cache-aware placement's
+    p90 at most 0.5 × load-only placement's and 0.25 × round-robin's with shared prefixes, and at most
+    1.05 × load-only placement's without (no harm)."""
 
     def p90(name):
         row = routing.get(name)
         return None if row is None else row["ttft_p90_s"]
-
 
     def ratio_at_most(name, limit):
         ours, theirs = p90("placement"), p90(name)
@@ -204,6 +250,11 @@ def verdicts(routing):
             return None
         return ours <= limit * theirs
 
+    if kind == SHARED_PREFIX:
+        return {"placement_p90_le_0.5_placement_load": ratio_at_most("placement-load", 0.5),
+                "placement_p90_le_0.25_round_robin": ratio_at_most("round-robin", 0.25)}
+    if kind == NO_PREFIX:
+        return {"placement_p90_le_1.05_placement_load": ratio_at_most("placement-load", 1.05)}
     placement = routing.get("placement")
     if placement is not None and not placement["served"]:
         placement = None  # nothing was placed: nothing to judge

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from simulator.routing import POLICIES
+from simulator.routing import MIXED_POLICIES, POLICIES
 from tests.live import ROOT
 
 pytestmark = pytest.mark.live
@@ -26,10 +26,32 @@ def test_it_routes_the_workload_by_every_policy_and_writes_the_table(servers, tm
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     routing = json.loads(path.read_text())["routing"]
 
-    assert list(routing) == list(POLICIES)
+    assert list(routing) == list(MIXED_POLICIES)
     for policy, row in routing.items():
         assert FIELDS <= set(row), policy
         assert row["requests"] > 0 and row["served"] > 0, (policy, row)
         assert row["failed_by_kind"]["route_error"] == 0, (policy, row)
     assert "routing benchmark" in run.stdout
     assert server.get("/v1/instance/list") == []  # every policy's fleet unregistered
+
+
+def test_it_routes_the_shared_prefix_workload_by_the_six_policies_with_the_engines_publishing(servers, tmp_path):
+    server = servers(roles="proxy").start()
+    path = tmp_path / "routing.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "simulate_fleet", "--routing-benchmark", "--workload",
+         "shared-prefix", "--proxy-url", server.url, "--routing-duration", "4", "--routing-hosts", "8",
+         "--no-progress", "--json", str(path)],
+        cwd=ROOT, env=server.env(), capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(path.read_text())
+    routing = result["routing"]
+
+    assert list(routing) == list(POLICIES)
+    for policy, row in routing.items():
+        assert FIELDS | {"prefix_hit_ratio", "output_tokens_per_s"} <= set(row), policy
+        assert row["served"] > 0 and row["failed_by_kind"]["route_error"] == 0, (policy, row)
+        assert ("prefix_feed" in row) == (policy != "placement-learned"), policy
+    assert set(result["targets"]) == {"placement_p90_le_0.5_placement_load", "placement_p90_le_0.25_round_robin"}
+    assert server.get("/v1/instance/list") == []
