@@ -19,9 +19,10 @@ import time
 from django.conf import settings
 from rest_framework import exceptions
 
-# What a refused router is told to wait: long against the few milliseconds the bucket needs to fill again,
-# so a flood that honours it goes quiet, and short against a routed request's own timeouts.
-RETRY_AFTER_S = 1
+# What a refused router is told to wait, in turn: long against the few milliseconds the bucket needs to
+# fill again, so a flood that honours it goes quiet, short against a routed request's own timeouts, and
+# not all the same, so the routers refused in one burst do not all come back in the same instant.
+RETRY_AFTER_S = (1, 2, 3)
 # The most route time a process gives at once after a quiet spell: a few placements, so that a report
 # never waits behind more than this.
 BURST_S = 0.05
@@ -38,6 +39,7 @@ class RouteGate:
         self.share, self.burst_s, self.clock = share, burst_s, clock
         self.tokens = burst_s
         self.filled_at = clock()
+        self.refusals = 0
         self.lock = threading.Lock()
 
     @property
@@ -52,7 +54,14 @@ class RouteGate:
             now = self.clock()
             self.tokens = min(self.burst_s, self.tokens + (now - self.filled_at) * self.share)
             self.filled_at = now
-            return self.tokens > 0
+            if self.tokens > 0:
+                return True
+            self.refusals += 1
+            return False
+
+    def retry_after_s(self):
+        """How long the last refused request is told to wait: ``RETRY_AFTER_S`` in turn."""
+        return RETRY_AFTER_S[self.refusals % len(RETRY_AFTER_S)]
 
     def spend(self, seconds):
         """Take an admitted request's ``seconds`` from the bucket: below empty after a long one (a board's full
@@ -63,6 +72,24 @@ class RouteGate:
 
 
 _gate = None
+# When the request this thread answers entered the application (``stamp_arrival``): what an admitted route
+# request costs is all of its time in the process (the hot lane's floor, the token, the JSON, the answer),
+# several times its placement alone.
+_arrival = threading.local()
+
+
+def stamp_arrival(application):
+    """The WSGI ``application`` noting when each request enters it, for ``admitted`` to charge from."""
+
+    def stamped(environ, start_response):
+        _arrival.at = time.perf_counter()
+        try:
+            return application(environ, start_response)
+        finally:
+            _arrival.at = None
+
+    stamped.__wrapped__ = application
+    return stamped
 
 
 def gate():
@@ -74,11 +101,12 @@ def gate():
 
 
 def admitted(respond, data, grant):
-    """``respond(data, grant)`` with its time taken from the bucket, or ``RouteBusy`` when the bucket is empty."""
+    """``respond(data, grant)`` with the request's time in the process taken from the bucket, or ``RouteBusy``
+    when the bucket is empty."""
     lane = gate()
     if not lane.enter():
-        raise RouteBusy(RETRY_AFTER_S)
-    started = lane.clock()
+        raise RouteBusy(lane.retry_after_s())
+    started = getattr(_arrival, "at", None) or lane.clock()  # no stamp: Django's test client
     try:
         return respond(data, grant)
     finally:

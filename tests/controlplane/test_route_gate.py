@@ -50,3 +50,31 @@ def test_it_is_open_at_a_share_of_one():
     lane, _ = gate(share=1)
     lane.spend(60.0)
     assert lane.enter()
+
+
+def test_it_charges_an_admitted_request_all_its_time_in_the_process(settings):
+    """Not only its placement: the floor before it (the lane, the token, the JSON) costs as much or more."""
+    import time
+
+    from controlplane.api import route_gate
+
+    settings.FLEETWATCH_ROUTE_SHARE = 0.5
+    lane = route_gate.gate()
+    lane.tokens = lane.burst_s
+
+    def application(environ, start_response):
+        time.sleep(0.02)  # what the request cost before it reached the gate
+        return route_gate.admitted(lambda data, grant: [b"answer"], {}, None)
+
+    assert route_gate.stamp_arrival(application)({}, None) == [b"answer"]
+    assert lane.tokens < lane.burst_s - 0.015
+
+
+def test_it_tells_the_refused_to_wait_one_two_or_three_seconds_in_turn():
+    lane, _ = gate()
+    lane.spend(1.0)
+    waits = []
+    for _ in range(6):
+        assert not lane.enter()
+        waits.append(lane.retry_after_s())
+    assert waits == [2, 3, 1, 2, 3, 1]

@@ -25,19 +25,21 @@ def test_it_refuses_placement_past_the_share_and_still_takes_reports(api, regist
     register_instance("i-1")
     response = api.post("/v1/placement", {"model": "tiny"})
     assert response.status_code == 429
-    assert response["Retry-After"] == "1"
+    wait = response["Retry-After"]
+    assert wait in {"1", "2", "3"}  # in turn, so that routers refused together do not come back together
     assert response.json() == {"ok": False, "error": "route_busy", "detail": {
-        "body": ["Too many placement and feedback requests at once; retry in 1 s."]}}
+        "body": [f"Too many placement and feedback requests at once; retry in {wait} s."]}}
     report = api.post("/v1/instance/resource_snapshot", {"instance_id": "i-1", "snapshot": make_snapshot()})
     assert report.status_code == 200 and report.json() == {"ok": True}
     feedback = api.post("/v1/placement/feedback", {"instance_id": "i-1", "outcome": "error"})
-    assert (feedback.status_code, feedback["Retry-After"], feedback.json()["error"]) == (429, "1", "route_busy")
+    assert (feedback.status_code, feedback.json()["error"]) == (429, "route_busy")
+    assert {feedback["Retry-After"], api.post("/v1/placement", {})["Retry-After"]} <= {"1", "2", "3"}
 
 
 def test_it_refuses_nginx_a_shed_it_can_pass_on(api, full_lane):
     response = api.get("/v1/placement/endpoint")
     assert response.status_code == 403  # nginx's auth_request turns any other refusal into a 500
-    assert (response["x-fleetwatch-verdict"], response["Retry-After"]) == ("shed", "1")
+    assert response["x-fleetwatch-verdict"] == "shed" and response["Retry-After"] in {"1", "2", "3"}
     assert response.json()["error"] == "route_busy"
 
 
