@@ -94,7 +94,8 @@ def api(client, request):
 @pytest.fixture(autouse=True)
 def fresh_process_state(settings):
     """Per-process state the server keeps between requests starts empty in every test:
-    the verified-token cache, the rate limiter (on a cache of its own, not under var/), the placement
+    the verified-token cache, the rate limiter (on a cache of its own, not under var/), the route lane's gate
+    (off), the placement
     boards and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)."""
     from django.core.cache import caches
 
@@ -111,6 +112,9 @@ def fresh_process_state(settings):
     ratelimit.COUNTER = ratelimit.WindowCounter()
     TOKEN_CACHE.clear()
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
+    # The route lane's gate off: a test asks placement back to back, in process (tests/proxy/test_route_gate.py
+    # turns it on).
+    settings.FLEETWATCH_ROUTE_SHARE = 1
     BOARD.reset()
     PREFIX.reset()
     POOL_BOARD.reset()

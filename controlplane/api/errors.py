@@ -12,6 +12,7 @@ from django.http import JsonResponse
 from rest_framework import exceptions
 
 from controlplane.api import outage
+from controlplane.api.route_gate import RouteBusy
 
 
 def error_body(error, detail=None):
@@ -114,12 +115,22 @@ def rate_limited(retry_after_s):
     )
 
 
+def route_busy(retry_after_s):
+    """429 of the route lane's gate (``controlplane.api.route_gate``): this process gave routing its share."""
+    return error_response(
+        429, "route_busy", {"body": [f"Too many placement and feedback requests at once; retry in {retry_after_s} s."]},
+        headers={"Retry-After": str(retry_after_s)},
+    )
+
+
 def envelope_exception_handler(exc, context):
     """DRF's exception handler: every API exception as ``{"ok": false, "error", "detail"}``."""
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         return unauthorized()
     if isinstance(exc, exceptions.PermissionDenied):
         return forbidden()
+    if isinstance(exc, RouteBusy):
+        return route_busy(int(exc.wait or 1))
     if isinstance(exc, exceptions.Throttled):
         return rate_limited(int(exc.wait or 1))
     if isinstance(exc, RequestDataTooBig):

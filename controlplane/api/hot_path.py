@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from rest_framework import exceptions
 from rest_framework.views import APIView
 
-from controlplane.api import errors, renderers
+from controlplane.api import errors, renderers, route_gate
 from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, write_allowance
 from controlplane.api.parsers import parse_json_body
 
@@ -49,6 +49,8 @@ class HotWriteView(APIView):
     write_scope = None
     # Placement and its feedback are never throttled: a router asks once per request it routes.
     rate_limited = True
+    # ... but they pass the route lane's gate instead (``controlplane.api.route_gate``): so many at once per process.
+    route_lane = False
     # The one method it answers; a GET (placement for nginx's auth_request) has no body and needs
     # ``write_scope`` as a write would (``scoped_read``), its data read from the request (``request_data``).
     http_method = "POST"
@@ -82,8 +84,8 @@ def answer_write(view, request):
     The steps, each one function shared with every other endpoint: 405 (any
     method but the view's ``http_method``), 401 (``BearerTokenAuthentication``),
     415, 400 (``parse_json_body``; a GET reads no body), 403 (``may_access``),
-    429 (``write_allowance``, unless the view is not ``rate_limited``), then
-    ``view.respond(data, grant)``; an API error's answer passes through
+    429 (``write_allowance``, unless the view is not ``rate_limited``; the route
+    lane's gate for a ``route_lane`` view), then ``view.respond(data, grant)``; an API error's answer passes through
     ``view.refused``. ``request`` needs ``method``, ``META``, ``content_type``
     and ``body`` only (a GET's ``request_data`` may read more).
     """
@@ -107,7 +109,8 @@ def answer_write(view, request):
             allowed, retry_after = write_allowance(request, grant, data)
             if not allowed:
                 raise exceptions.Throttled(retry_after)
-        response = view.respond(data if reads_body else view.request_data(request), grant)
+        data = data if reads_body else view.request_data(request)
+        response = route_gate.admitted(view.respond, data, grant) if view.route_lane else view.respond(data, grant)
     except (exceptions.APIException, RequestDataTooBig) as exc:
         response = view.refused(errors.envelope_exception_handler(exc, {"view": view}), exc)
     response["Allow"] = view.http_method  # as DRF's views say on every answer (RFC 9110 asks it of a 405)

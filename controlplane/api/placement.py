@@ -82,6 +82,7 @@ class PlacementView(HotWriteView):
 
     write_scope = (Scope.ROUTE.value, Scope.READ.value)
     rate_limited = False
+    route_lane = True
     body_serializer = None
 
     def respond(self, data, grant):

@@ -9,6 +9,7 @@ from proxy_app.api.listing import resource_rows
 from proxy_app.api.openapi import pool_debug_schema
 from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.ops.history import POOL
+from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE, load_row
 from proxy_app.pool.summary import pool_resource, proxy_id
 
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
@@ -50,21 +51,15 @@ class PoolDebugViewSet(ControlPlaneViewSet):
             "instance_id", "last_seen_at", "inflight", "qps_1m", "gpu_util"
         )
         rows = [
-            {
-                "instance_id": instance.instance_id,
-                "is_alive": instance.is_alive(now),
-                "inflight": instance.inflight,
-                "qps_1m": instance.qps_1m,
-                "gpu_util": instance.gpu_util,
-                "last_seen_at": instance.last_seen_at,
-            }
+            load_row(instance.instance_id, instance.is_alive(now), instance.inflight, instance.qps_1m,
+                     instance.gpu_util, instance.last_seen_at)
             for instance in instances
         ]
         return Response({
             "ok": True,
             "ttl_s": Instance.ttl_s(),
             "generated_at": now,
-            "metric_source": {"inflight": "instance_heartbeat", "qps_1m": "instance_heartbeat"},
+            "metric_source": {"inflight": LOAD_SOURCE, "qps_1m": LOAD_SOURCE, "queue_depth": UNAVAILABLE},
             "instances": rows,
         })
 

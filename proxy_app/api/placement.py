@@ -11,6 +11,7 @@ from agent.prefix_keys import prompt_keys
 from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
+from controlplane.api.route_gate import RouteBusy
 from controlplane.api.tokens import Scope
 from controlplane.endpoints.placement import Verdict
 from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
@@ -151,6 +152,7 @@ class PlacementEndpointView(HotWriteView):
     http_method_names = [name for name in HotWriteView.http_method_names if name != "post"]  # for the schema
     write_scope = PlacementView.write_scope
     rate_limited = False
+    route_lane = True
 
     def get(self, request):
         """What the schema describes; Django's dispatch and the steps answer through ``respond``."""
@@ -165,6 +167,11 @@ class PlacementEndpointView(HotWriteView):
     def refused(self, response, exc):
         if isinstance(exc, exceptions.ValidationError):
             response[VERDICT_HEADER] = INVALID_VERDICT  # for nginx, which sees only a 500 of it
+        elif isinstance(exc, RouteBusy):
+            # The route lane is full: for nginx a shed (a 429 with this Retry-After to its client), as a 429
+            # here would be a 500 there.
+            response.status_code = ENDPOINT_REFUSAL_STATUS
+            response[VERDICT_HEADER] = Verdict.SHED.value
         return response
 
 
@@ -174,6 +181,7 @@ class FeedbackView(HotWriteView):
 
     write_scope = Scope.ROUTE.value
     rate_limited = False
+    route_lane = True
 
     def respond(self, data, grant):
         data = FeedbackSerializer().to_internal_value(data)

@@ -77,9 +77,14 @@ def _store(row, state, change, now):
 def feedback(instance_id, outcome, now):
     """Apply a router's outcome; ``None`` for an unknown instance, else whether it is fenced now."""
     if outcome == "ok":
-        # Most feedback: no transaction, and no write unless errors were being counted.
-        Instance.objects.filter(pk=instance_id).exclude(fence_errors=0).update(fence_errors=0)
-        return Instance.objects.filter(pk=instance_id).values_list("fenced", flat=True).first()
+        # Most feedback: one read, and a write only when errors were being counted (on SQLite even an UPDATE
+        # that matches no row takes the writer lock, which every report waits for).
+        row = Instance.objects.filter(pk=instance_id).values_list("fenced", "fence_errors").first()
+        if row is None:
+            return None
+        if row[1]:
+            Instance.objects.filter(pk=instance_id).exclude(fence_errors=0).update(fence_errors=0)
+        return row[0]
     for _ in range(CLAIM_TRIES):
         row = Instance.objects.filter(pk=instance_id).values(*READ_FIELDS).first()
         if row is None:

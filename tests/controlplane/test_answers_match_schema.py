@@ -198,3 +198,18 @@ def test_the_methods_media_types_and_rate_limits_refused_match_their_schema(api,
     settings.FLEETWATCH_RATE_LIMIT = 1
     statuses = [answers.post(path, {"instance_id": "i-1", "proxy_id": "p"}).status_code for _ in range(2)]
     assert statuses[1] == 429
+
+
+def test_every_answer_of_a_full_route_lane_matches_its_schema(answers, settings, frozen):
+    from controlplane.api import route_gate
+
+    answers.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000})
+    settings.FLEETWATCH_ROUTE_SHARE = 0.001  # the bucket refills in 50 s
+    lane = route_gate.gate()
+    lane.tokens = -lane.burst_s
+    for path in ("/v1/placement", "/v1/proxy/placement"):
+        assert answers.post(path, {}).json()["error"] == "route_busy"
+    assert answers.post("/v1/placement/feedback", {"instance_id": "i-1", "outcome": "ok"}).status_code == 429
+    assert answers.get("/v1/placement/endpoint").json()["error"] == "route_busy"
+    assert {("post", "/v1/placement", "429"), ("post", "/v1/placement/feedback", "429"),
+            ("get", "/v1/placement/endpoint", "403")} <= answers.checked

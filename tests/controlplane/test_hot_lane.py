@@ -145,7 +145,7 @@ def test_what_up_serves_is_the_hot_lane_over_both_hot_writes():
     from controlplane.ops.up import web_server_argv
 
     assert "controlplane.wsgi:application" in web_server_argv("127.0.0.1", 8000, 2)
-    assert isinstance(wsgi.application, ClosingUnreadBodies) and wsgi.application.app is wsgi.lane
+    assert isinstance(wsgi.application, ClosingUnreadBodies) and wsgi.application.app.__wrapped__ is wsgi.lane
     assert isinstance(wsgi.lane, HotLane)
     assert {SNAPSHOT, HEARTBEAT, "/v1/instance/unregister"} <= set(wsgi.lane.routes)
     assert {route.name for route in wsgi.lane.routes.values()} >= {

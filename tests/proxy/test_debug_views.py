@@ -123,3 +123,53 @@ def test_it_shows_unknown_load_as_null(api, register_instance, frozen):
     register_instance("i-1")
     row = api.get("/debug/instance_loads").json()["instances"][0]
     assert (row["inflight"], row["qps_1m"]) == (None, None)
+
+
+# --- the original UI's queue keys and least-load score (issue 30, item 4) ----------------------
+
+ORIGINAL_QUEUE_KEYS = {
+    "prepare_queue_depth", "ready_queue_depth", "active_prepare", "active_ready", "pending_prefill_count",
+    "active_decode_count", "next_slot_ready_in_ms", "prefill_free_in_ms", "predicted_total_backlog_ms",
+}
+ORIGINAL_WEIGHTS = {
+    "inflight": 1.0, "active_prepare": 1.0, "active_ready": 1.0, "prepare_queue_depth": 0.25,
+    "ready_queue_depth": 0.25, "pending_prefill_count": 1.0, "active_decode_count": 0.5,
+    "predicted_total_backlog_ms": 0.001, "qps_1m": 0.0,
+}
+
+
+def test_it_sends_the_original_uis_queue_keys_as_null_and_says_why(api, one_stale_one_alive):
+    body = api.get("/debug/instance_loads").json()
+    assert body["metric_source"] == {"inflight": "instance_heartbeat", "qps_1m": "instance_heartbeat",
+                                     "queue_depth": "unavailable"}
+    for row in body["instances"]:
+        assert set(row) == {"instance_id", "is_alive", "inflight", "qps_1m", "gpu_util", "last_seen_at",
+                            "least_load_score", *ORIGINAL_QUEUE_KEYS}
+        assert {key: row[key] for key in ORIGINAL_QUEUE_KEYS} == dict.fromkeys(ORIGINAL_QUEUE_KEYS)
+
+
+def test_it_scores_least_load_as_the_original_does_from_known_inputs(api, one_stale_one_alive):
+    rows = {row["instance_id"]: row for row in api.get("/debug/instance_loads").json()["instances"]}
+    assert rows["i-new"]["least_load_score"] == {
+        "total": 2.0,
+        "components": {"inflight": 2.0, "qps_1m": 0.5},
+        "weighted_components": {"inflight": 2.0},
+        "source": {"inflight": "instance_heartbeat", "qps_1m": "instance_heartbeat"},
+        "queue_source": "unavailable",
+        "weights": ORIGINAL_WEIGHTS,
+    }
+    assert rows["i-old"]["least_load_score"]["total"] == 9.0
+
+
+def test_it_scores_a_measured_idle_instance_zero_and_an_unknown_one_null(api, register_instance,
+                                                                        instance_heartbeat, frozen):
+    register_instance("i-idle")
+    instance_heartbeat("i-idle", inflight=0)
+    register_instance("i-quiet")
+    instance_heartbeat("i-quiet", qps_1m=3.0)
+    register_instance("i-silent")
+    rows = {row["instance_id"]: row["least_load_score"] for row in api.get("/debug/instance_loads").json()["instances"]}
+    assert (rows["i-idle"]["total"], rows["i-idle"]["weighted_components"]) == (0.0, {"inflight": 0.0})
+    # qps_1m alone is known but weighs 0: shown, not counted, so the total stays unknown.
+    assert (rows["i-quiet"]["total"], rows["i-quiet"]["components"]) == (None, {"qps_1m": 3.0})
+    assert (rows["i-silent"]["total"], rows["i-silent"]["components"], rows["i-silent"]["source"]) == (None, {}, {})

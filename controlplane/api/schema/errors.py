@@ -53,6 +53,11 @@ RATE_LIMITED = error_answer(
     "rate_limited", "Too many writes from one token for one instance id in a window (SPEC 10). Nothing was written.",
     "Rate limited: retry after `Retry-After` seconds.",
 )
+ROUTE_BUSY = error_answer(
+    "route_busy", "This web process gave placement and feedback their share of its time "
+    "(``FLEETWATCH_ROUTE_SHARE``, issue 30), so the agents' reports keep flowing. Nothing was written.",
+    "Route lane busy: retry after `Retry-After` seconds.",
+)
 
 DATABASE_UNAVAILABLE = error_answer(
     "database_unavailable", "The database cannot be reached. Nothing was written: send it again after `Retry-After`.",
@@ -66,8 +71,9 @@ ERROR_HEADERS = [
     ),
     OpenApiParameter(
         "Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[429, 503], required=True,
-        description="Seconds to wait: until a write from this token for this instance id is let in again (429), "
-                    "or before trying again while the database is unavailable (503).",
+        description="Seconds to wait: until a write from this token for this instance id is let in again, or "
+                    "the route lane takes requests again (429), or before trying again while the database is "
+                    "unavailable (503).",
     ),
 ]
 

@@ -11,6 +11,7 @@ from controlplane.api.schema.errors import (
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
+    besides,
     read_errors,
     write_errors,
 )
@@ -41,7 +42,7 @@ def write_operation(operation_id, summary, description, request, answers, scope,
         operation_id=operation_id, summary=summary,
         description=f"{description}\n\nNeeds a token of scope `{scope}`.",
         parameters=ERROR_HEADERS, request=request,
-        responses={**{status: described(answer) for status, answer in answers.items()}, **write_errors()},
+        responses=besides({status: described(answer) for status, answer in answers.items()}, write_errors()),
         extensions={"x-token-scope": scope}, **kwargs,
     )
 

@@ -5,7 +5,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, Polymorphic
 from rest_framework import serializers
 
 from controlplane.api.placement import DESTINATION_HEADER
-from controlplane.api.schema.errors import DATABASE_UNAVAILABLE, UNSUPPORTED_MEDIA_TYPE, besides, read_errors
+from controlplane.api.schema.errors import (
+    DATABASE_UNAVAILABLE,
+    ROUTE_BUSY,
+    UNSUPPORTED_MEDIA_TYPE,
+    besides,
+    read_errors,
+)
 
 VERDICTS = ["accept", "queue", "shed", "unavailable"]
 RULES_HELP = "How many were not eligible, per rule (only rules that left some out)."
@@ -40,13 +46,20 @@ def placement_operation(operation_id, summary, description, request, answer, tag
         component_name=f"{answer.__name__}Unavailable", resource_type_field_name=None,
         serializers=[answer, DATABASE_UNAVAILABLE.response],
     )
+    refused = PolymorphicProxySerializer(
+        component_name=f"{answer.__name__}ShedOrBusy", resource_type_field_name=None,
+        serializers=[answer, ROUTE_BUSY.response],
+    )
     return extend_schema(
         operation_id=operation_id, summary=summary, tags=tags,
-        description=f"{description}\n\nNeeds a token of scope `route` or `read`. Never rate limited.",
+        description=f"{description}\n\nNeeds a token of scope `route` or `read`. Never rate limited per token; "
+                    "past the route lane's share of a web process, a 429 `route_busy`.",
         parameters=headers, request=request,
         responses=besides({
             200: OpenApiResponse(answer, description="accept or queue: candidates, best first."),
-            429: OpenApiResponse(answer, description="shed: every eligible one is over the shed pressure."),
+            429: OpenApiResponse(refused, description="shed: every eligible one is over the shed pressure; or "
+                                                      "`route_busy`: this process gave routing its share "
+                                                      "(`FLEETWATCH_ROUTE_SHARE`)."),
             503: OpenApiResponse(unavailable, description="unavailable: nothing eligible; or the database is down."),
         }, {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE}),
         extensions={"x-token-scope": "route or read"},

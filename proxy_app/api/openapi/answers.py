@@ -17,6 +17,7 @@ from proxy_app.api.openapi.bodies import CapabilitiesFullView
 from proxy_app.ingest.normalise import RESOURCE_FIELDS
 from proxy_app.models import InstanceResource, InstanceSample, PoolResource
 from proxy_app.pool.aggregation import SCHEMA_VERSION
+from proxy_app.pool.least_load import LOAD_SOURCE, QUEUE_KEYS, UNAVAILABLE
 
 
 def fingerprint_field(help_text):
@@ -166,15 +167,37 @@ class InstanceResources(serializers.Serializer):
     instances = InstanceResourceRow(many=True)
 
 
-class InstanceLoadRow(InstanceLoad):
-    instance_id = serializers.CharField()
-    is_alive = serializers.BooleanField()
-    last_seen_at = serializers.FloatField()
+def figure_map(help_text):
+    return serializers.DictField(child=serializers.FloatField(), help_text=help_text)
+
+
+class LeastLoadScore(serializers.Serializer):
+    """The original Proxy's least-load score: each known signal times its weight, summed. Unknown
+    signals are left out (never 0); with none known the total is null."""
+
+    total = nullable_number("Sum of `weighted_components`; null when no signal is known.")
+    components = figure_map("The known signals: `inflight` and `qps_1m` from heartbeats (never a queue figure "
+                            "here: no queue manager).")
+    weighted_components = figure_map("Each known signal with a non-zero weight, times its weight.")
+    source = serializers.DictField(child=serializers.CharField(), help_text="Where each component came from.")
+    queue_source = Const(UNAVAILABLE, help_text="This Proxy runs no queue manager.")
+    weights = figure_map("The original's default weights (inflight 1, qps_1m 0, the queue figures).")
+
+
+InstanceLoadRow = type("InstanceLoadRow", (InstanceLoad,), {
+    "__doc__": "One instance's load; the original's queue figures are null (no queue manager here).",
+    "instance_id": serializers.CharField(),
+    "is_alive": serializers.BooleanField(),
+    "last_seen_at": serializers.FloatField(),
+    **{key: nullable_number("Always null: this Proxy runs no queue manager.") for key in QUEUE_KEYS},
+    "least_load_score": LeastLoadScore(),
+})
 
 
 class LoadSources(serializers.Serializer):
-    inflight = Const("instance_heartbeat")
-    qps_1m = Const("instance_heartbeat")
+    inflight = Const(LOAD_SOURCE)
+    qps_1m = Const(LOAD_SOURCE)
+    queue_depth = Const(UNAVAILABLE, help_text="No queue manager here, so the queue figures are null.")
 
 
 class InstanceLoads(serializers.Serializer):

@@ -12,7 +12,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from controlplane.api.placement import DESTINATION_HEADER, MAX_EXCLUDE, MODEL_LENGTH, VERDICT_HEADER
-from controlplane.api.schema.errors import FORBIDDEN, besides, read_errors
+from controlplane.api.schema.errors import FORBIDDEN, ROUTE_BUSY, besides, read_errors
 from controlplane.api.schema.operations import write_operation
 from controlplane.api.schema.placement import answer_fields, placement_operation
 from controlplane.endpoints.models import NAME_LENGTH
@@ -103,9 +103,10 @@ placement_schema = placement_operation(
 feedback_schema = write_operation(
     "placement_feedback", "How a placed request went", (
         "A router's outcome of a request it sent. FLEETWATCH_FENCE_ERRORS (3) consecutive non-ok outcomes fence "
-        "the instance; it comes back after FLEETWATCH_FENCE_RECOVERY_S (10 s) without trouble. Never rate limited. "
+        "the instance; it comes back after FLEETWATCH_FENCE_RECOVERY_S (10 s) without trouble. Never rate limited per "
+        "token; past the route lane's share of a web process (FLEETWATCH_ROUTE_SHARE), a 429 `route_busy`. "
         "An unknown instance is answered **200** `{\"ok\": false, \"error\": \"unknown_instance\"}`."
-    ), FeedbackSerializer, {200: FEEDBACK_ANSWER}, "route", tags=PLACEMENT,
+    ), FeedbackSerializer, {200: FEEDBACK_ANSWER, 429: ROUTE_BUSY}, "route", tags=PLACEMENT,
     examples=[OpenApiExample("An error", {"instance_id": "gpu-node-1", "outcome": "error", "status_code": 502},
                              request_only=True)],
 )
@@ -157,7 +158,7 @@ def endpoint_parameters():
 
 REFUSED = PolymorphicProxySerializer(
     component_name="InstancePlacementRefused", resource_type_field_name=None,
-    serializers=[InstancePlacement, FORBIDDEN.response],
+    serializers=[InstancePlacement, FORBIDDEN.response, ROUTE_BUSY.response],
 )
 
 endpoint_schema = extend_schema(
@@ -174,8 +175,9 @@ endpoint_schema = extend_schema(
     parameters=endpoint_parameters(), request=None,
     responses=besides({
         200: OpenApiResponse(InstancePlacement, description="accept or queue: candidates, best first."),
-        403: OpenApiResponse(REFUSED, description="shed or unavailable (`x-fleetwatch-verdict`), or a token of "
-                                                  "another scope."),
+        403: OpenApiResponse(REFUSED, description="shed or unavailable (`x-fleetwatch-verdict`; shed too with a "
+                                                  "`route_busy` body when the route lane gave its share), or a "
+                                                  "token of another scope."),
     }, read_errors()),
     extensions={"x-token-scope": "route or read"},
 )
