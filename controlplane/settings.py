@@ -76,6 +76,9 @@ FLEETWATCH_ADVERTISE_HOST = env_str("FLEETWATCH_ADVERTISE_HOST", "")
 FLEETWATCH_ADVERTISE_PORT = env_int("FLEETWATCH_ADVERTISE_PORT", 0)
 # granian worker processes started by `up`; 0: one per CPU, at most 8.
 FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
+# Requests each worker answers at once (granian's blocking threads): the reports that arrive together
+# share one commit (controlplane/api/group_commit.py; docs/scale-out.md says why this many).
+FLEETWATCH_WEB_THREADS = env_int("FLEETWATCH_WEB_THREADS", 8)
 # What the web server `up` starts holds (docs/security.md): connections waiting to be
 # accepted (the kernel caps it at net.core.somaxconn), open connections per worker, and
 # seconds a connection may take to send its headers or sit idle between requests (at most 60).

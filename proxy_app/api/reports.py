@@ -1,18 +1,23 @@
 """What agents send every second (SPEC 3): snapshots, heartbeats, unregisters, each a ``HotWriteView``.
 
 A snapshot's way from here to its SQL: ``snapshot_report`` (``proxy_app.api.serializers``) checks the body,
-``ingest_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) and stores it with
-the statements of ``proxy_app.ingest.sql``.
+``prepare_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) on the request's
+own thread, and ``store_snapshot`` stores it with the statements of ``proxy_app.ingest.sql``. Each report's
+statements go through the process's group commit (``controlplane.api.group_commit.REPORTS``): the reports that
+arrive together share one transaction, and each is answered once it has committed.
 """
+
+import functools
 
 from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
+from controlplane.api.group_commit import REPORTS
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
 from proxy_app.api.serializers import InstanceIdSerializer, heartbeat_report, snapshot_report
-from proxy_app.ingest.store import IngestResult, ingest_snapshot
+from proxy_app.ingest.store import IngestResult, prepare_snapshot, store_snapshot
 from proxy_app.managers import UNKNOWN_INSTANCE, Heartbeat
 from proxy_app.models import Instance
 
@@ -27,7 +32,9 @@ class SnapshotView(HotWriteView):
 
     def respond(self, data, grant):
         data = snapshot_report(data)
-        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
+        now = clock.now()
+        columns, raw_json = prepare_snapshot(data["snapshot"], data["metadata"], now)
+        result = REPORTS.commit(functools.partial(store_snapshot, data["instance_id"], columns, raw_json, now))
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
         if result is IngestResult.STALE:
@@ -43,10 +50,10 @@ class HeartbeatView(HotWriteView):
 
     def respond(self, data, grant):
         data = heartbeat_report(data)
-        outcome, stored = Instance.objects.heartbeat(
-            data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
+        outcome, stored = REPORTS.commit(functools.partial(
+            Instance.objects.heartbeat, data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
             capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
-        )
+        ))
         if outcome is Heartbeat.OK:
             return ok_response()
         if outcome is Heartbeat.UNKNOWN_INSTANCE:
@@ -70,4 +77,5 @@ class UnregisterView(HotWriteView):
     def respond(self, data, grant):
         serializer = InstanceIdSerializer(data=data)
         serializer.is_valid(raise_exception=True)
-        return json_response({"ok": Instance.objects.unregister(serializer.validated_data["instance_id"], clock.now())})
+        unregister = functools.partial(Instance.objects.unregister, serializer.validated_data["instance_id"], clock.now())
+        return json_response({"ok": REPORTS.commit(unregister)})
