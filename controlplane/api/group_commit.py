@@ -109,12 +109,21 @@ class GroupCommit:
 
 
 def run_batch(batch):
-    """Each report's work in one transaction, its answer in ``result``; on an error, each alone (the module)."""
+    """Each report's work in one transaction, its answer in ``result``; on an error, each alone (the module).
+
+    A batch of one (an idle server) runs its work as a lone request always did, in the transactions of
+    its own (a heartbeat's one autocommit UPDATE): no ``atomic()`` to pay for when there is nothing to share."""
+    if len(batch) == 1:
+        try:
+            batch[0].result = batch[0].work()
+        except Exception as exc:
+            batch[0].error = exc
+        return
     try:
         with transaction.atomic():
             results = [report.work() for report in batch]
     except Exception as exc:
-        if len(batch) == 1 or is_database_unavailable(exc):
+        if is_database_unavailable(exc):
             for report in batch:
                 report.error = exc
             return
