@@ -24,9 +24,12 @@ and then its own. Each report's work is the very code a lone report runs (its
 **One bad report fails no other.** When the batch raises (a row the database
 refuses, or its commit does), the transaction is rolled back and each of its
 reports runs again alone, each in its own ``atomic()``: the bad one gets its
-error, the others are stored. An unavailable database (``DATABASE_UNAVAILABLE``)
-is not retried: every report not yet stored gets that error, which the API
-answers 503 with ``Retry-After`` (``controlplane.api.outage``).
+error, the others are stored. A batch that PostgreSQL rolled back because it met
+another process's batch (a deadlock: the two locked the same instances in
+opposite orders) is run one by one the same way, each report once more if it
+meets one again. An unavailable database (``DATABASE_UNAVAILABLE``) is not
+retried: every report not yet stored gets that error, which the API answers
+503 with ``Retry-After`` (``controlplane.api.outage``).
 """
 
 import threading
@@ -108,6 +111,31 @@ class GroupCommit:
                 report.woken.set()
 
 
+# PostgreSQL's answers to transactions that met each other (deadlock_detected, serialization_failure): two
+# batches of two processes may lock the same instances' rows in opposite orders. Nothing is wrong with the reports.
+CONFLICTS = frozenset({"40P01", "40001"})
+
+
+def is_conflict(exc):
+    """Whether the database rolled the transaction back because another one held what it needed."""
+    return getattr(exc.__cause__, "sqlstate", None) in CONFLICTS
+
+
+def run_alone(report):
+    """One report in a transaction of its own (``atomic``, or the lone report's own statements), run once more
+    if another transaction's locks made the database roll it back."""
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                report.result = report.work()
+            report.error = None
+            return
+        except Exception as exc:
+            report.error = exc
+            if attempt == 2 or not is_conflict(exc):
+                return
+
+
 def run_batch(batch):
     """Each report's work in one transaction, its answer in ``result``; on an error, each alone (the module).
 
@@ -117,13 +145,16 @@ def run_batch(batch):
         try:
             batch[0].result = batch[0].work()
         except Exception as exc:
-            batch[0].error = exc
+            if is_conflict(exc):
+                run_alone(batch[0])
+            else:
+                batch[0].error = exc
         return
     try:
         with transaction.atomic():
             results = [report.work() for report in batch]
     except Exception as exc:
-        if is_database_unavailable(exc):
+        if is_database_unavailable(exc) and not is_conflict(exc):
             for report in batch:
                 report.error = exc
             return
@@ -136,15 +167,11 @@ def run_batch(batch):
 def run_one_by_one(batch):
     """Each report in its own transaction, after a batch that failed: only the bad one fails."""
     for index, report in enumerate(batch):
-        try:
-            with transaction.atomic():
-                report.result = report.work()
-        except Exception as exc:
-            report.error = exc
-            if is_database_unavailable(exc):
-                for rest in batch[index + 1:]:
-                    rest.error = exc
-                return
+        run_alone(report)
+        if report.error is not None and is_database_unavailable(report.error) and not is_conflict(report.error):
+            for rest in batch[index + 1:]:
+                rest.error = report.error
+            return
 
 
 # The web process's one queue: every hot write's report goes through it.

@@ -126,3 +126,25 @@ def test_an_unavailable_database_refuses_every_report_of_the_batch_without_retry
             report.outcome()
     assert len(calls) == 1  # the batch's attempt only: each would meet the same outage
     assert not InstanceResource.objects.filter(pk="i-1").exists()
+
+
+class Deadlock(Exception):
+    sqlstate = "40P01"  # what psycopg's DeadlockDetected carries
+
+
+def test_a_batch_rolled_back_by_a_deadlock_runs_again_one_by_one_and_fails_nothing(fleet):
+    attempts = []
+
+    def meets_another_batch_once():
+        attempts.append(1)
+        if len(attempts) == 1:
+            try:
+                raise Deadlock("deadlock detected")
+            except Deadlock as cause:
+                raise OperationalError("deadlock detected") from cause
+        return "stored"
+
+    batch = [Report(snapshot_work("i-1", 42.0, 1, T0 + 1)), Report(meets_another_batch_once)]
+    run_batch(batch)
+    assert [report.outcome() for report in batch] == [IngestResult.STORED, "stored"]
+    assert InstanceResource.objects.get(pk="i-1").cpu_util == 42.0
