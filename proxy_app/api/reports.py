@@ -1,10 +1,10 @@
 """What agents send every second (SPEC 3): snapshots, heartbeats, unregisters, each a ``HotWriteView``.
 
 A snapshot's way from here to its SQL: ``snapshot_report`` (``proxy_app.api.serializers``) checks the body,
-``prepare_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) on the request's
-own thread, and ``store_snapshot`` stores it with the statements of ``proxy_app.ingest.sql``. Each report's
-statements go through the process's group commit (``controlplane.api.group_commit.REPORTS``): the reports that
-arrive together share one transaction, and each is answered once it has committed.
+``ingest_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) and stores it with
+the statements of ``proxy_app.ingest.sql``. Each report goes through the process's group commit
+(``controlplane.api.group_commit.REPORTS``): the reports that arrive together share one transaction, and each
+is answered once it has committed.
 """
 
 import functools
@@ -17,7 +17,7 @@ from controlplane.api.hot_path import HotWriteView, json_response, ok_response
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
 from proxy_app.api.serializers import InstanceIdSerializer, heartbeat_report, snapshot_report
-from proxy_app.ingest.store import IngestResult, prepare_snapshot, store_snapshot
+from proxy_app.ingest.store import IngestResult, ingest_snapshot
 from proxy_app.managers import UNKNOWN_INSTANCE, Heartbeat
 from proxy_app.models import Instance
 
@@ -32,9 +32,8 @@ class SnapshotView(HotWriteView):
 
     def respond(self, data, grant):
         data = snapshot_report(data)
-        now = clock.now()
-        columns, raw_json = prepare_snapshot(data["snapshot"], data["metadata"], now)
-        result = REPORTS.commit(functools.partial(store_snapshot, data["instance_id"], columns, raw_json, now))
+        result = REPORTS.commit(functools.partial(
+            ingest_snapshot, data["instance_id"], data["snapshot"], data["metadata"], clock.now()))
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
         if result is IngestResult.STALE:
