@@ -15,10 +15,10 @@ Reading rules, in the order an operator would ask about them:
 - Utilisation is averaged over a rolling window (SPEC 2.2) of the samples
   taken in the last ``window_ms``.
 - Hardware events (SPEC 13): critical XIDs come from NVML's event API
-  (``gpu_events.py``); row remapping is read every round; every call is
+  (``xid_events.py``); row remapping is read every round; every call is
   timed, and one slower than ``slow_ms`` makes the GPU ``degraded``
   (``nvml_slow``). A call that never returns is the watchdog's business
-  (``gpu_watch.py``): it sees ``call_in_progress`` from the sampler thread.
+  (``watch.py``): it sees ``call_in_progress`` from the sampler thread.
 - Each GPU row carries every field of the original agent's row under its
   original name and unit (``utilization_sample_timestamp_ms`` is the wall
   time of the newest sample in the window, ``utilization_raw_value`` the
@@ -35,15 +35,13 @@ from agent.gpu.health import (
     DEVICE_FAILURES,
     HEALTH_OK,
     LIBRARY_FAILURES,
-    NOT_AVAILABLE,
     NVML_SLOW,
-    UNSUPPORTED_CODES,
-    UtilizationWindow,
     decode_throttle_reasons,
     gpu_health,
 )
+from agent.gpu.reads import DeviceReads, GpuState, error_name, mib, remap, text
 from agent.gpu.xid_events import WAIT_MS, XidEvents, device_address
-from agent.sampler import MIB, monotonic_ms, wall_ms
+from agent.sampler import monotonic_ms, wall_ms
 
 __all__ = ["GpuMonitor", "HEALTH_OK", "decode_throttle_reasons", "gpu_health"]
 
@@ -70,73 +68,6 @@ NO_UTILIZATION = {
     "utilization_sample_quality": "error", "utilization_sample_timestamp_ms": None,
     "utilization_sample_age_ms": None, "utilization_raw_value": None,
 }
-
-
-def _error_name(error):
-    name = type(error).__name__
-    return name[len("NVMLError_"):] if name.startswith("NVMLError_") else f"code_{getattr(error, 'value', '?')}"
-
-
-class _Reader:
-    """One round of reads on one device; stops asking after a device-level failure."""
-
-    def __init__(self, monitor, gpu):
-        self._monitor = monitor
-        self._nvml = monitor._nvml
-        self._gpu = gpu
-        self.device_failure = None
-        self.failed = {}  # field -> short error name
-        self.slow = []  # fields whose call took longer than the monitor's slow_ms
-
-    def read(self, field, function, *args):
-        if self.device_failure or field in self._gpu.unsupported:
-            return None
-        try:
-            value, took_ms = self._monitor.timed_call(self._gpu.index, function, *args)
-        except self._nvml.NVMLError as error:
-            code = getattr(error, "value", None)
-            if code in UNSUPPORTED_CODES:
-                self._gpu.unsupported.add(field)
-            elif code in DEVICE_FAILURES:
-                self.device_failure = DEVICE_FAILURES[code]
-            else:
-                self.failed[field] = _error_name(error)
-            return None
-        if took_ms > self._monitor.slow_ms:
-            self.slow.append(field)
-        if isinstance(value, int) and value in NOT_AVAILABLE:
-            return None
-        return value
-
-
-class _Gpu:
-    def __init__(self, index, window_ms):
-        self.index = index
-        self.handle = None
-        self.uuid = None
-        self.name = None
-        self.attach_failure = None
-        self.unsupported = set()
-        self.legacy_throttle = False
-        self.window = UtilizationWindow(window_ms)
-        self.last_health = None
-        self.watched = None  # address of the handle registered for XID events
-
-
-def _text(value):
-    # nvidia-ml-py decodes strings; pynvml releases before 11.x returned bytes.
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
-
-
-def _mib(value):
-    return None if value is None else round(value / MIB, 1)
-
-
-def _remap(rows):
-    """``(pending, failure)`` of nvmlDeviceGetRemappedRows' (corrected, uncorrected, pending, failure)."""
-    if rows is None:
-        return None, None
-    return bool(rows[2]), bool(rows[3])
 
 
 class GpuMonitor:
@@ -201,7 +132,7 @@ class GpuMonitor:
         except OSError as error:  # a broken libnvidia-ml can fail below pynvml's own checks
             self._unavailable(str(error))
             return
-        self._gpus = [_Gpu(index, self._window_ms) for index in range(count)]
+        self._gpus = [GpuState(index, self._window_ms) for index in range(count)]
         if self._gpus:
             if self._events is None:
                 self._events = XidEvents(nvml, self._clock_ms, self._xid_window_ms, self._event_wait_ms)
@@ -244,11 +175,11 @@ class GpuMonitor:
         nvml = self._nvml
         try:
             handle, _ = self.timed_call(gpu.index, nvml.nvmlDeviceGetHandleByIndex, gpu.index)
-            gpu.uuid = _text(self.timed_call(gpu.index, nvml.nvmlDeviceGetUUID, handle)[0])
-            gpu.name = _text(self.timed_call(gpu.index, nvml.nvmlDeviceGetName, handle)[0])
+            gpu.uuid = text(self.timed_call(gpu.index, nvml.nvmlDeviceGetUUID, handle)[0])
+            gpu.name = text(self.timed_call(gpu.index, nvml.nvmlDeviceGetName, handle)[0])
         except nvml.NVMLError as error:
             code = getattr(error, "value", None)
-            gpu.attach_failure = DEVICE_FAILURES.get(code, f"nvml_error:{_error_name(error)}")
+            gpu.attach_failure = DEVICE_FAILURES.get(code, f"nvml_error:{error_name(error)}")
             return
         gpu.handle = handle
         gpu.attach_failure = None
@@ -297,7 +228,7 @@ class GpuMonitor:
         if gpu.handle is None:
             return self._failed_entry(gpu, now, gpu.attach_failure)
         handle = gpu.handle
-        reader = _Reader(self, gpu)
+        reader = DeviceReads(self, gpu)
         rates = reader.read("utilization", nvml.nvmlDeviceGetUtilizationRates, handle)
         memory = reader.read("memory", nvml.nvmlDeviceGetMemoryInfo, handle)
         temperature = reader.read("temperature", nvml.nvmlDeviceGetTemperature, handle, NVML_TEMPERATURE_GPU)
@@ -308,7 +239,7 @@ class GpuMonitor:
         ecc = reader.read("ecc", nvml.nvmlDeviceGetTotalEccErrors, handle,
                           NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)
         throttle = decode_throttle_reasons(self._throttle_mask(reader, gpu))
-        remap_pending, remap_failure = _remap(reader.read("remapped_rows", nvml.nvmlDeviceGetRemappedRows, handle))
+        remap_pending, remap_failure = remap(reader.read("remapped_rows", nvml.nvmlDeviceGetRemappedRows, handle))
 
         if reader.device_failure:
             gpu.handle = None  # handles may be stale after a reset: attach again next time
@@ -328,9 +259,9 @@ class GpuMonitor:
         if reader.slow:
             log.warning("GPU %d: NVML took over %d ms for %s", gpu.index, self.slow_ms, ", ".join(reader.slow))
         return self._entry(gpu, now, utilization, quality, error, health, reasons, {
-            "memory_used_mb": _mib(memory.used) if memory is not None else None,
-            "memory_total_mb": _mib(memory.total) if memory is not None else None,
-            "memory_free_mb": _mib(memory.free) if memory is not None else None,
+            "memory_used_mb": mib(memory.used) if memory is not None else None,
+            "memory_total_mb": mib(memory.total) if memory is not None else None,
+            "memory_free_mb": mib(memory.free) if memory is not None else None,
             "temperature_c": temperature,
             "power_w": None if power_mw is None else round(power_mw / 1000.0, 1),
             "power_limit_w": None if limit_mw is None else round(limit_mw / 1000.0, 1),

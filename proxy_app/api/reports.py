@@ -1,6 +1,7 @@
 """What agents send every second (SPEC 3): snapshots, heartbeats, unregisters, each a ``HotWriteView``.
 
-A snapshot's way from here to its SQL: ``snapshot_report`` (``proxy_app.api.serializers``) checks the body,
+A snapshot's way from here to its SQL: ``SNAPSHOT_BODY`` checks the body by the rules of its declared serializer
+(``proxy_app.api.openapi.bodies.Snapshot``, which the schema publishes; ``controlplane.api.fields.BodyChecks``),
 ``ingest_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) and stores it with
 the statements of ``proxy_app.ingest.sql``. Each report goes through the process's group commit
 (``controlplane.api.group_commit.REPORTS``): the reports that arrive together share one transaction, and each
@@ -12,16 +13,21 @@ import functools
 from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
+from controlplane.api.fields import BodyChecks
 from controlplane.api.group_commit import REPORTS
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
-from proxy_app.api.serializers import InstanceIdSerializer, heartbeat_report, snapshot_report
+from proxy_app.api.openapi.bodies import InstanceHeartbeat, InstanceId, Snapshot
 from proxy_app.ingest.store import IngestResult, ingest_snapshot
 from proxy_app.managers import UNKNOWN_INSTANCE, Heartbeat
 from proxy_app.models import Instance
 
 UNKNOWN_INSTANCE_ANSWER = {"ok": False, "error": UNKNOWN_INSTANCE}
+# Each body's rules, declared once (the schema's serializers) and run as one plain loop per report.
+SNAPSHOT_BODY = BodyChecks(Snapshot)
+HEARTBEAT_BODY = BodyChecks(InstanceHeartbeat)
+UNREGISTER_BODY = BodyChecks(InstanceId)
 
 
 @extend_schema_view(post=snapshot_schema)
@@ -31,7 +37,7 @@ class SnapshotView(HotWriteView):
     write_scope = "instance"
 
     def respond(self, data, grant):
-        data = snapshot_report(data)
+        data = SNAPSHOT_BODY(data)
         result = REPORTS.commit(functools.partial(
             ingest_snapshot, data["instance_id"], data["snapshot"], data["metadata"], clock.now()))
         if result is IngestResult.UNKNOWN:
@@ -48,7 +54,7 @@ class HeartbeatView(HotWriteView):
     write_scope = "instance"
 
     def respond(self, data, grant):
-        data = heartbeat_report(data)
+        data = HEARTBEAT_BODY(data)
         outcome, stored = REPORTS.commit(functools.partial(
             Instance.objects.heartbeat, data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
             capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
@@ -74,7 +80,6 @@ class UnregisterView(HotWriteView):
     write_scope = "instance"
 
     def respond(self, data, grant):
-        serializer = InstanceIdSerializer(data=data)
-        serializer.is_valid(raise_exception=True)
-        unregister = functools.partial(Instance.objects.unregister, serializer.validated_data["instance_id"], clock.now())
+        data = UNREGISTER_BODY(data)
+        unregister = functools.partial(Instance.objects.unregister, data["instance_id"], clock.now())
         return json_response({"ok": REPORTS.commit(unregister)})

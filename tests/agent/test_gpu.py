@@ -6,7 +6,8 @@ import sys
 import pynvml
 import pytest
 
-from agent.gpu.monitor import GpuMonitor, UtilizationWindow, decode_throttle_reasons, gpu_health
+from agent.gpu.health import UtilizationWindow, decode_throttle_reasons, gpu_health
+from agent.gpu.monitor import GpuMonitor
 from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml, NVML_VALUE_NOT_AVAILABLE_uint, geforce_gpu, mig_gpu
 
 # Every field of the original agent's GPU row (SPEC 2.2), with its type.

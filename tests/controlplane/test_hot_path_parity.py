@@ -8,7 +8,7 @@
   answer is the same whether they step aside on the API lane or run as
   Django, WhiteNoise and django-htmx wrote them.
 
-The hand-written ``snapshot_report`` and ``heartbeat_report`` have their own twin tests
+The bodies compiled by ``BodyChecks`` (``SNAPSHOT_BODY``, ``HEARTBEAT_BODY``) have their own twin tests
 (``tests/proxy/test_snapshot_serializer_parity.py``, ``tests/proxy/test_heartbeat_body_parity.py``).
 """
 

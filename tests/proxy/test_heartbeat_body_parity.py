@@ -1,7 +1,7 @@
-"""The heartbeat's hand-written check (``heartbeat_report``) against its declared twin (``openapi.bodies.InstanceHeartbeat``).
+"""The heartbeat's compiled check (``HEARTBEAT_BODY``, ``BodyChecks``) against its declared twin (``openapi.bodies.InstanceHeartbeat``).
 
 The twin is what the schema publishes and what a declared-field DRF
-serializer checks; the hand-written one must accept the very same bodies
+serializer checks; the compiled one must accept the very same bodies
 into the very same data, and refuse the others with the very same messages
 in the same order (the envelope's bytes). No database.
 """
@@ -15,7 +15,7 @@ from controlplane.api.errors import flatten_detail
 from controlplane.api.fields import MAX_INFLIGHT
 from controlplane.figures import MAX_QUANTITY
 from proxy_app.api.openapi.bodies import InstanceHeartbeat
-from proxy_app.api.serializers import heartbeat_report
+from proxy_app.api.reports import HEARTBEAT_BODY
 from tests.factories import make_capabilities
 from tests.strategies import json_values
 
@@ -25,7 +25,7 @@ FINGERPRINT = "sha256:" + "0" * 64
 def hot(body):
     """What the hot path makes of ``body``: its data, or its errors as the API answers them (the envelope's)."""
     try:
-        return "valid", list(heartbeat_report(body).items())
+        return "valid", list(HEARTBEAT_BODY(body).items())
     except serializers.ValidationError as error:
         return "invalid", list(flatten_detail(error.detail).items())
 
@@ -101,6 +101,6 @@ def test_it_answers_any_json_body_as_the_declared_serializer_does(body):
 
 
 def test_it_reads_the_load_sent_and_leaves_out_the_rest():
-    assert heartbeat_report({"instance_id": " i-1 ", "inflight": 3, "qps_1m": "1.5", "gpu_util": None}) == {
+    assert HEARTBEAT_BODY({"instance_id": " i-1 ", "inflight": 3, "qps_1m": "1.5", "gpu_util": None}) == {
         "inflight": 3, "qps_1m": 1.5, "gpu_util": None, "instance_id": "i-1",
     }

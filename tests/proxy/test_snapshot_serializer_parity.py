@@ -1,7 +1,7 @@
-"""The ingest hot path's hand-written check (``snapshot_report``) against its declared twin (``openapi.bodies.Snapshot``).
+"""The ingest hot path's compiled check (``SNAPSHOT_BODY``, ``BodyChecks``) against its declared twin (``openapi.bodies.Snapshot``).
 
-The twin is what the schema publishes and what a declared-field DRF
-serializer would check; the hand-written one must refuse and accept the very
+The twin is what the schema publishes and what DRF's own
+serializer would check; the compiled one must refuse and accept the very
 same bodies with the very same messages. No database.
 """
 
@@ -14,7 +14,7 @@ from rest_framework import serializers
 
 from controlplane.api.errors import flatten_detail
 from proxy_app.api.openapi.bodies import Snapshot
-from proxy_app.api.serializers import snapshot_report
+from proxy_app.api.reports import SNAPSHOT_BODY
 from tests.factories import make_snapshot
 from tests.strategies import json_values
 
@@ -22,7 +22,7 @@ from tests.strategies import json_values
 def hot(body):
     """What the hot path makes of ``body``: its data, or its errors as the API answers them (the envelope's)."""
     try:
-        return "valid", dict(snapshot_report(body))
+        return "valid", dict(SNAPSHOT_BODY(body))
     except serializers.ValidationError as error:
         return "invalid", flatten_detail(error.detail)
 

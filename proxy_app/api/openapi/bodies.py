@@ -1,5 +1,6 @@
 """The Proxy API's request bodies and examples as OpenAPI (SPEC 3, 3.2), capabilities read from
-the validator itself."""
+the validator itself. The report bodies declared here are also the rules the API runs on them
+(``proxy_app.api.reports`` compiles them with ``BodyChecks``): one declaration for both."""
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, extend_schema_field
@@ -99,8 +100,7 @@ class InstanceHeartbeat(HeartbeatSerializerBase):
     With `capabilities` they replace the stored ones (a `capability_fingerprint` beside them is not
     compared, as the original Proxy does); with only a `capability_fingerprint`, it is compared."""
 
-    # What ``serializers.heartbeat_report`` checks by hand. With both, the capabilities win: the
-    # object is the truth the fingerprint is computed from.
+    # With both, the capabilities win: the object is the truth the fingerprint is computed from.
     instance_id = entry_id_field()
     capabilities = CapabilitiesField(required=False, allow_null=True)
     capability_fingerprint = StrictCharField(max_length=FINGERPRINT_LENGTH, required=False, allow_null=True)
@@ -183,7 +183,7 @@ class ReportMetadataField(ObjectOrNull):
 
 
 class Snapshot(serializers.Serializer):
-    """A report of an instance's latest snapshot (what ``serializers.snapshot_report`` checks by hand)."""
+    """A report of an instance's latest snapshot."""
 
     instance_id = StrictCharField(max_length=NAME_LENGTH, help_text="Trimmed.")
     snapshot = ResourceSnapshotField()
