@@ -36,14 +36,14 @@ def ingest_snapshot(instance_id, snapshot, metadata, now):
 
 
 def prepare_snapshot(snapshot, metadata, now):
-    """``(columns, raw_json)``: the report normalised, and the snapshot as sent encoded, outside any
-    transaction (SQLite's write lock, a group commit's batch, is held briefly)."""
+    """``(columns, raw_json)``: the report normalised, and the snapshot as sent encoded, before the
+    statements (SQLite's write lock is held briefly)."""
     columns = normalise_snapshot(snapshot, metadata, now)
     return columns, orjson.dumps(columns["raw_resource"]).decode()
 
 
 def store_snapshot(instance_id, columns, raw_json, now):
-    """Store a prepared report (``prepare_snapshot``): the statements alone, the work a group commit runs."""
+    """Store a prepared report (``prepare_snapshot``): the statements alone."""
     touched, stored = sql.touch_and_store(instance_id, columns, raw_json, now)
     if touched:
         return _result(stored)
