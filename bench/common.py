@@ -121,7 +121,8 @@ def snapshot_body_template(gpus=8, engines=0):
 class Deployment:
     """A fresh database and the environment of every process of one deployment."""
 
-    def __init__(self, database_url=None, roles="proxy,scheduler", **settings):
+    def __init__(self, database_url=None, roles="proxy,scheduler", root=ROOT, **settings):
+        self.root = root  # the source tree its processes run (another worktree, to compare side by side)
         self.workdir = Path(tempfile.mkdtemp(prefix="fw-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETWATCH_", "DJANGO_"))}
         self.env.update({
@@ -129,7 +130,7 @@ class Deployment:
             "FLEETWATCH_ROLES": roles,
             "FLEETWATCH_VAR_DIR": str(self.workdir),
             "DATABASE_URL": database_url or f"sqlite:///{self.workdir}/bench.sqlite3",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(root),
             "PROMETHEUS_MULTIPROC_DIR": str(self.workdir / "prometheus"),
             **{key: str(value) for key, value in settings.items()},
         })
@@ -143,14 +144,14 @@ class Deployment:
         return self.env["DATABASE_URL"].split(":")[0]
 
     def manage(self, *args, env=None):
-        result = subprocess.run([PYTHON, "manage.py", *args], env={**self.env, **(env or {})}, cwd=ROOT,
+        result = subprocess.run([PYTHON, "manage.py", *args], env={**self.env, **(env or {})}, cwd=self.root,
                                 capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
         return result.stdout
 
     def python(self, code, *args):
-        result = subprocess.run([PYTHON, "-c", code, *map(str, args)], env=self.env, cwd=ROOT,
+        result = subprocess.run([PYTHON, "-c", code, *map(str, args)], env=self.env, cwd=self.root,
                                 capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"bench step failed:\n{result.stderr[-3000:]}")
@@ -189,7 +190,7 @@ class WebServer:
             argv = [PYTHON, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{self.port}",
                     "--workers", str(self.workers), "--worker-class", "sync", "--log-level", "warning"]
         self.label = f"{kind} ×{self.workers}" + (f" ({threads} thread)" if kind == "granian" else " (sync)")
-        self.process = subprocess.Popen(argv, env={**deployment.env, **(env or {})}, cwd=ROOT)
+        self.process = subprocess.Popen(argv, env={**deployment.env, **(env or {})}, cwd=deployment.root)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -233,8 +234,9 @@ class Recorder:
         self.process.wait(20)
 
 
-def wrk(url, method, path, seconds, body="", per_thread=500, token=None, threads=2, connections=16):
-    """One wrk run; requests, req/s, latency percentiles, errors."""
+def wrk(url, method, path, seconds, body="", per_thread=500, token=None, threads=2, connections=16, delay_ms=None):
+    """One wrk run; requests, req/s, latency percentiles, errors. With ``delay_ms`` each connection waits that
+    long between an answer and its next request (as an agent does between reports): a paced load."""
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -242,6 +244,8 @@ def wrk(url, method, path, seconds, body="", per_thread=500, token=None, threads
     script = (WRK_SCRIPT.replace("__PER_THREAD__", str(per_thread)).replace("__TEMPLATE__", "[==[" + body + "]==]")
               .replace("__HEADERS__", lua_headers).replace("__METHOD__", json.dumps(method))
               .replace("__PATH__", json.dumps(path)))
+    if delay_ms is not None:
+        script += f"\ndelay = function() return {int(delay_ms)} end\n"
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(script)
     try:

@@ -79,6 +79,10 @@ FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 # The share of each web process's time placement and feedback may take (issue 30): beyond it a 429 with
 # Retry-After, so a routing flood leaves the rest to the agents' reports (1: no limit; docs/placement.md).
 FLEETWATCH_ROUTE_SHARE = env_float("FLEETWATCH_ROUTE_SHARE", 0.25)
+
+# Requests each worker answers at once (granian's blocking threads): the reports that arrive together
+# share one commit (controlplane/api/group_commit.py; docs/scale-out.md says why this many).
+FLEETWATCH_WEB_THREADS = env_int("FLEETWATCH_WEB_THREADS", 8)
 # What the web server `up` starts holds (docs/security.md): connections waiting to be
 # accepted (the kernel caps it at net.core.somaxconn), open connections per worker, and
 # seconds a connection may take to send its headers or sit idle between requests (at most 60).

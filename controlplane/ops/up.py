@@ -79,10 +79,12 @@ def default_workers():
 
 
 def web_server_argv(host, port, workers):
-    """Granian serving the WSGI app: ``workers`` processes of one blocking thread each.
+    """Granian serving the WSGI app: ``workers`` processes of ``FLEETWATCH_WEB_THREADS`` blocking threads each.
 
-    Chosen over gunicorn's sync workers on measurements (bench/README.md,
-    docs/scale-out.md): it answers more requests per core, and it drops
+    Several requests in flight per process is what lets the reports that arrive
+    together share one commit (``controlplane.api.group_commit``; the count is
+    measured in docs/scale-out.md). Chosen over gunicorn's sync workers on
+    measurements (bench/README.md, docs/scale-out.md): it answers more requests per core, and it drops
     clients that send their headers slowly instead of giving each one a
     worker, so 200 such connections cannot starve /healthz
     (tests/system/test_slow_clients.py). With the connection limits below,
@@ -91,7 +93,8 @@ def web_server_argv(host, port, workers):
     """
     return [
         str(Path(sys.executable).with_name("granian")), "--interface", "wsgi", "controlplane.wsgi:application",
-        "--host", host, "--port", str(port), "--workers", str(workers), "--blocking-threads", "1",
+        "--host", host, "--port", str(port), "--workers", str(workers),
+        "--blocking-threads", str(settings.FLEETWATCH_WEB_THREADS),
         "--no-ws", "--log-level", "warning", "--workers-kill-timeout", str(WEB_WORKER_STOP_S),
         # Connection limits (docs/security.md, "Slow and hostile clients"): granian's defaults let
         # about 1,100 idle or slow connections shut new clients out (issue 20).

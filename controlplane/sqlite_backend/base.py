@@ -102,10 +102,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
         rewritten once per statement, when nothing watches them: Django's cursor wrapping, its error
         checks and its regex cost more than the statements' own Python work. An ``execute_wrapper`` or
         the query log (``DEBUG``, a test's query count) sees them through Django's cursor instead; inside
-        a transaction already (``atomic``, a test's), they join it that way. Errors are Django's either way.
+        a transaction already (a group commit's ``atomic``, a test's), they join it. Errors are Django's either way.
         """
         if self.in_atomic_block or not self.get_autocommit():
-            yield functools.partial(_run, self)
+            # Inside a transaction already (a group commit's batch, a test's): its statements join it.
+            yield functools.partial(_run, self) if self._watched() else self._run_unwatched
             return
         if self._watched():
             self.ensure_connection()
@@ -126,10 +127,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def execute_unwatched(self, sql, params):
         """One statement in autocommit, its own transaction, answering its row count: ``write_transaction``'s
-        ``run`` without ``BEGIN`` and ``COMMIT`` (a heartbeat's contact UPDATE). Straight to the driver when
-        nothing watches and no transaction is open, as there; else through Django's cursor."""
-        if self.in_atomic_block or not self.get_autocommit() or self._watched():
+        ``run`` without ``BEGIN`` and ``COMMIT`` (a heartbeat's contact UPDATE), or one statement of the
+        transaction open. Straight to the driver when nothing watches, as there; else through Django's cursor."""
+        if self._watched():
             return _run(self, sql, params)
+        if self.in_atomic_block or not self.get_autocommit():  # a transaction is open: the connection is
+            return self._run_unwatched(sql, params)
         self._ready_unwatched()
         return self._run_unwatched(sql, params)
 

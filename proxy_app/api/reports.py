@@ -3,13 +3,18 @@
 A snapshot's way from here to its SQL: ``SNAPSHOT_BODY`` checks the body by the rules of its declared serializer
 (``proxy_app.api.openapi.bodies.Snapshot``, which the schema publishes; ``controlplane.api.fields.BodyChecks``),
 ``ingest_snapshot`` (``proxy_app.ingest.store``) normalises it (``proxy_app.ingest.normalise``) and stores it with
-the statements of ``proxy_app.ingest.sql``.
+the statements of ``proxy_app.ingest.sql``. Each report goes through the process's group commit
+(``controlplane.api.group_commit.REPORTS``): the reports that arrive together share one transaction, and each
+is answered once it has committed.
 """
+
+import functools
 
 from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
 from controlplane.api.fields import BodyChecks
+from controlplane.api.group_commit import REPORTS
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
@@ -33,7 +38,8 @@ class SnapshotView(HotWriteView):
 
     def respond(self, data, grant):
         data = SNAPSHOT_BODY(data)
-        result = ingest_snapshot(data["instance_id"], data["snapshot"], data["metadata"], clock.now())
+        result = REPORTS.commit(functools.partial(
+            ingest_snapshot, data["instance_id"], data["snapshot"], data["metadata"], clock.now()))
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
         if result is IngestResult.STALE:
@@ -49,10 +55,10 @@ class HeartbeatView(HotWriteView):
 
     def respond(self, data, grant):
         data = HEARTBEAT_BODY(data)
-        outcome, stored = Instance.objects.heartbeat(
-            data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
+        outcome, stored = REPORTS.commit(functools.partial(
+            Instance.objects.heartbeat, data["instance_id"], clock.now(), HeartbeatSerializerBase.load(data),
             capabilities=data.get("capabilities"), reported_fingerprint=data.get("capability_fingerprint"),
-        )
+        ))
         if outcome is Heartbeat.OK:
             return ok_response()
         if outcome is Heartbeat.UNKNOWN_INSTANCE:
@@ -75,4 +81,5 @@ class UnregisterView(HotWriteView):
 
     def respond(self, data, grant):
         data = UNREGISTER_BODY(data)
-        return json_response({"ok": Instance.objects.unregister(data["instance_id"], clock.now())})
+        unregister = functools.partial(Instance.objects.unregister, data["instance_id"], clock.now())
+        return json_response({"ok": REPORTS.commit(unregister)})

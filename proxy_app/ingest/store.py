@@ -32,9 +32,18 @@ def _result(stored):
 
 def ingest_snapshot(instance_id, snapshot, metadata, now):
     """Store the latest snapshot of an instance, normalised; a late report still counts as contact."""
+    return store_snapshot(instance_id, *prepare_snapshot(snapshot, metadata, now), now)
+
+
+def prepare_snapshot(snapshot, metadata, now):
+    """``(columns, raw_json)``: the report normalised, and the snapshot as sent encoded, before the
+    statements (SQLite's write lock is held briefly)."""
     columns = normalise_snapshot(snapshot, metadata, now)
-    # Encoded before the transaction: SQLite's write lock is held briefly.
-    raw_json = orjson.dumps(columns["raw_resource"]).decode()
+    return columns, orjson.dumps(columns["raw_resource"]).decode()
+
+
+def store_snapshot(instance_id, columns, raw_json, now):
+    """Store a prepared report (``prepare_snapshot``): the statements alone."""
     touched, stored = sql.touch_and_store(instance_id, columns, raw_json, now)
     if touched:
         return _result(stored)

@@ -9,6 +9,7 @@ of ``up`` says once that the database is away and once that it is back,
 without a traceback, and none dies (issue 30).
 """
 
+import concurrent.futures
 import re
 
 import pytest
@@ -17,8 +18,7 @@ import requests
 from tests.factories import make_snapshot
 from tests.live import wait_for
 from tests.outages import outage_on_suite_backend
-from tests.system.test_keep_alive import (PADDED, REGISTER, ROUNDS, SNAPSHOT, UNKNOWN_TOKEN,
-                                          kept_alive_rounds)
+from tests.system.test_keep_alive import PADDED, REGISTER, ROUNDS, SNAPSHOT, UNKNOWN_TOKEN, kept_alive_rounds
 
 pytestmark = pytest.mark.live
 
@@ -81,6 +81,26 @@ def test_it_answers_503_through_an_outage_and_recovers_without_a_restart(servers
     web = [said for said in outage_lines(log).values() if said[0] == WAITS["web"]]
     assert 1 <= len(web) <= 2 and all(said[1:] in ([], ["back"]) for said in web), web
     assert ["back"] in [said[1:] for said in web], web  # the one that answered the 200 at least
+
+
+def test_reports_sent_at_once_through_an_outage_are_each_a_503_and_none_is_lost_after(servers, outage):
+    # Reports in flight together share a commit (issue 33): the batch that meets the outage refuses each
+    # of its reports with the API's 503, never a 500, and after it every acknowledged report is stored.
+    server = servers(roles="proxy", database=outage.database, env={**LIVE_ENV, **outage.env}).start()
+    assert server.post("/v1/instance/register", {"instance_id": "o-1", "host": "10.0.0.1", "port": 9000}).ok
+    outage.cut()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        refused = list(pool.map(lambda seq: report(server, seq), range(2, 2 + REFUSED)))
+    assert [(r.status_code, r.json(), r.headers.get("Retry-After")) for r in refused] == [
+        (503, {"ok": False, "error": "database_unavailable"}, "5")] * REFUSED
+    outage.restore()
+    wait_for(lambda: report(server, 100).status_code == 200, timeout_s=60, message="reports accepted again")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        accepted = list(pool.map(lambda seq: report(server, seq), range(101, 101 + REFUSED)))
+    assert all(r.status_code == 200 and r.json()["ok"] for r in accepted)
+    assert [row["resource"]["report_seq"] for row in server.get("/v1/instance/list")] == [100 + REFUSED]
+    log = server.log_path.read_text(errors="replace")
+    assert "Internal Server Error" not in log and "Traceback" not in log, log
 
 
 @pytest.mark.parametrize("path", [SNAPSHOT, REGISTER], ids=["hot lane", "django"])
