@@ -10,9 +10,9 @@ import logging
 from django.db import models
 
 from agent.capabilities import fingerprint
+from controlplane.db_outage import DATABASE_UNAVAILABLE
 from controlplane.endpoints.liveness import ChangeReason
 from controlplane.endpoints.managers import LivenessManager
-from controlplane.db_outage import DATABASE_UNAVAILABLE
 
 log = logging.getLogger("fleetwatch.link")
 

@@ -15,7 +15,6 @@ from controlplane.series.models import (
 )
 from proxy_app.managers import InstanceManager, SchedulerLinkStateManager
 
-
 InstanceStatusChange = status_change_model("instance", __name__)
 
 

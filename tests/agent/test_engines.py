@@ -15,7 +15,7 @@ from agent.engines.scraper import EngineScraper, EngineScrapers
 from agent.gpu.monitor import GpuMonitor
 from agent.sampler import HostSampler
 from agent.snapshot import SnapshotBuilder
-from tests.agent.conftest import ENGINE_CAPTURES, FakeEngine
+from tests.agent.conftest import ENGINE_CAPTURES
 from tests.agent.fake_pynvml import FakeNvml
 from tests.live import free_port
 

@@ -11,8 +11,8 @@ import logging
 import pytest
 from django.db import OperationalError, connection
 
-from controlplane.ops import logs, task_broker
 from controlplane.db_outage import Outage
+from controlplane.ops import logs, task_broker
 
 REFUSED = OperationalError('connection failed: connection to server at "127.0.0.1" failed\n\tIs the server running?')
 

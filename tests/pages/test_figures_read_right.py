@@ -12,7 +12,7 @@ import re
 import pytest
 
 from proxy_app.ops.history import record_instances
-from tests.factories import make_engine, make_gpu, make_snapshot
+from tests.factories import make_engine, make_gpu
 from tests.pages.conftest import by_testid, text_of
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from tests.live import ROOT, LiveDatabase, wait_for
-from tests.outages import Relay
 from tests.migration_graph import newest_and_parent
+from tests.outages import Relay
 
 pytestmark = pytest.mark.live
 PG_URL = os.environ.get("FLEETWATCH_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/fleetwatch")
