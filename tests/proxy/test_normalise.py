@@ -6,6 +6,10 @@ A pure function: no database, no clock.
 import pytest
 
 from proxy_app.ingest.normalise import RESOURCE_FIELDS, normalise_snapshot
+
+# The SPEC 3.1 fields, the snapshot as sent, and kv_events_ok_count: stored for placement's learned mode
+# (SPEC 15.5), not shown as a 3.1 field.
+NORMALISED = {*RESOURCE_FIELDS, "raw_resource", "kv_events_ok_count"}
 from tests.factories import T0, make_gpu, make_snapshot
 
 
@@ -166,7 +170,7 @@ def test_it_keeps_the_snapshot_as_sent():
 
 
 def test_it_returns_every_resource_field():
-    assert set(normalise()) == {*RESOURCE_FIELDS, "raw_resource"}
+    assert set(normalise()) == NORMALISED
 
 
 # --- malformed parts never raise -----------------------------------------------------
@@ -186,7 +190,7 @@ def test_it_returns_every_resource_field():
 )
 def test_it_never_raises_on_malformed_parts(snapshot):
     columns = normalise_snapshot(snapshot, {"report_seq": "x", "reported_instance_id": 5}, T0)
-    assert set(columns) == {*RESOURCE_FIELDS, "raw_resource"}
+    assert set(columns) == NORMALISED
     assert columns["cpu_util"] is None
     assert columns["admission_state"] is None
     assert columns["report_seq"] is None
