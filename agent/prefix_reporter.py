@@ -26,7 +26,6 @@ import http.client
 import json
 import logging
 import ssl
-import threading
 import time
 from urllib.parse import urlsplit
 
@@ -37,7 +36,6 @@ from agent.reporter import (
     UNAVAILABLE,
     UNKNOWN_INSTANCE,
     Answer,
-    Backoff,
     FailureLog,
     SteppingThread,
     classify,
@@ -119,29 +117,23 @@ class PrefixReporter(SteppingThread):
 
     def __init__(self, client, sources, instance_id, block_tokens, on_unknown_instance=None, interval_s=0.25,
                  full_every_s=300.0, clock=time.monotonic, clock_wall_ms=wall_ms, backoff=None, failure_log=None):
-        self._client = client
+        self._start_stepping(client, backoff, clock)
         self._sources = sources
         self._instance_id = instance_id
         self._block_tokens = block_tokens
         self._on_unknown_instance = on_unknown_instance
         self._interval_s = interval_s
         self._full_every_s = full_every_s
-        self._clock = clock
         self._wall_ms = clock_wall_ms
-        self._backoff = backoff or Backoff()
         self._failures = failure_log or FailureLog(logger=log, clock=clock)
         self._streams: dict[str, _Stream] = {}
-        self._retry_at = None
         self.bodies_sent = 0
-        self._stop = threading.Event()
-        self._thread = None
 
     def step(self) -> float:
         now = self._clock()
-        if self._retry_at is not None:
-            if now < self._retry_at:
-                return self._retry_at - now
-            self._retry_at = None
+        wait = self._backing_off(now)
+        if wait is not None:
+            return wait
         for engine, blocks in self._sources():
             stream = self._streams.setdefault(engine, _Stream())
             if stream.full_at is not None and now - stream.full_at >= self._full_every_s:
@@ -151,8 +143,7 @@ class PrefixReporter(SteppingThread):
             reset, added, removed = blocks.drain()
             if not self._send(engine, stream, blocks, reset, added, removed):
                 blocks.request_reset()  # the Proxy may hold part of it: start over, whole, after the backoff
-                self._retry_at = self._clock() + self._backoff.next_delay()
-                return max(0.0, self._retry_at - self._clock())
+                return self._retry_later()
         return self._interval_s
 
     def _send(self, engine, stream, blocks, reset, added, removed) -> bool:

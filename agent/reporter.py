@@ -183,11 +183,38 @@ class FailureLog:
 class SteppingThread:
     """A thread that calls ``self.step()`` and waits what it returns, for as long as it is not stopped.
 
-    The subclass sets ``_client`` (with ``timeout_s`` and ``close()``), ``_backoff``, ``_stop`` (an Event),
-    ``_thread`` (None) and ``thread_name``; a surprise in a step is logged and waited out with backoff.
+    The subclass calls ``_start_stepping`` from its constructor and names its ``thread_name``; a surprise
+    in a step is logged and waited out with backoff, and a failed step schedules its retry with ``_retry_later``.
     """
 
     thread_name = "fleetwatch-reporter"
+
+    def _start_stepping(self, client, backoff, clock):
+        """The state every stepping thread keeps: ``client`` has ``timeout_s`` and ``close()``."""
+        self._client = client
+        self._backoff = backoff or Backoff()
+        self._clock = clock
+        self._retry_at = None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _backing_off(self, now):
+        """Seconds left of the wait a failure scheduled, or None when no retry is pending."""
+        if self._retry_at is not None:
+            if now < self._retry_at:
+                return self._retry_at - now
+            self._retry_at = None
+        return None
+
+    def _retry_later(self):
+        """Schedule the next try after the backoff; return the seconds to wait for it."""
+        self._retry_at = self._clock() + self._backoff.next_delay()
+        return self._until_retry()
+
+    def _until_retry(self):
+        # From the clock now, not from the round's start: a request that timed
+        # out has already used part of the wait.
+        return max(0.0, self._retry_at - self._clock())
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
@@ -218,7 +245,7 @@ class Reporter(SteppingThread):
     def __init__(self, client: ProxyClient, store, *, instance_id, host, port, meta=None, register=True,
                  report_interval_s=1.0, on_instance_id=None, clock=time.monotonic, clock_wall_ms=wall_ms,
                  backoff=None, failure_log=None):
-        self._client = client
+        self._start_stepping(client, backoff, clock)
         self._store = store
         self._host = host
         self._port = port
@@ -226,9 +253,7 @@ class Reporter(SteppingThread):
         self._register_enabled = register
         self._interval_s = report_interval_s
         self._on_instance_id = on_instance_id
-        self._clock = clock
         self._wall_ms = clock_wall_ms
-        self._backoff = backoff or Backoff()
         self._failures = failure_log or FailureLog(clock=clock)
         self.instance_id = instance_id
         self.registered = False
@@ -236,9 +261,6 @@ class Reporter(SteppingThread):
         self.report_seq = 0
         self._next_report_at = None
         self._next_heartbeat_at = None
-        self._retry_at = None
-        self._stop = threading.Event()
-        self._thread = None
 
     def forget_registration(self):
         """Register again on the next round: another thread (the prefix reporter) heard the Proxy forgot us."""
@@ -250,10 +272,9 @@ class Reporter(SteppingThread):
     def step(self) -> float:
         """Do what is due now; return the seconds until something is due again."""
         now = self._clock()
-        if self._retry_at is not None:
-            if now < self._retry_at:
-                return self._retry_at - now
-            self._retry_at = None
+        wait = self._backing_off(now)
+        if wait is not None:
+            return wait
         if self._register_enabled and not self.registered:
             if not self._settle(self._register(), "register"):
                 return self._until_retry()
@@ -271,11 +292,6 @@ class Reporter(SteppingThread):
             self._next_heartbeat_at = self._clock() + self.heartbeat_interval_s
         return max(0.0, min(self._next_report_at, self._next_heartbeat_at) - self._clock())
 
-    def _until_retry(self):
-        # From the clock now, not from the round's start: a request that timed
-        # out has already used part of the wait.
-        return max(0.0, self._retry_at - self._clock())
-
     def _settle(self, answer: Answer, what) -> bool:
         """Book an answer: True to go on, False when a retry has been scheduled."""
         if answer.kind == UNKNOWN_INSTANCE and self._register_enabled:
@@ -292,7 +308,7 @@ class Reporter(SteppingThread):
         else:
             detail = answer.detail
         self._failures.failure(f"{what} to {self._client.base_url} as {self.instance_id} failed: {detail}")
-        self._retry_at = self._clock() + self._backoff.next_delay()
+        self._retry_later()
         return False
 
     def _register(self) -> Answer:
