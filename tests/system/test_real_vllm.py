@@ -152,3 +152,81 @@ def complete(server, prompt):
 
 def get_json(url):
     return requests.get(url, timeout=10).json()
+
+
+# A prompt no other test sends (the session's engine keeps its prefix cache between tests): 600 tokens, four
+# full engine blocks (512 tokens) and a partial one of 88 that the engine does not cache.
+PLACED_PROMPT = [(11 * n + 5) % 509 + 2 for n in range(600)]
+# The pool's block size: the default, smaller than the engine's 128, so the agent re-chunks each engine block
+# into 8 keys (SPEC 15.2) and the Proxy keys the prompt's 600 tokens into 37 blocks (592 tokens). A hit of
+# exactly 512 then says the keys agree block by block across the two sides' chunkings and that the index claims
+# no more than the engine's full blocks (the 5 keys of the partial engine block are held nowhere).
+POOL_BLOCK = 16
+PREFIX_VISIBLE_S = 2.0  # SPEC 15.2 (the agent's changes every 250 ms) + 15.4 (every process sees them within 1 s)
+
+
+def test_placement_sees_the_real_engines_cached_prefix_and_the_engine_hits_it(vllm_server, servers, agents):
+    """Real vLLM's events → the agent (``--engine-kv-events``) → ``up`` → ``POST /v1/placement``: after a
+    completion, the instance's ``prefix_hit_tokens`` for that prompt are the engine's full blocks of it within
+    2 s, and a second completion sent there hits exactly that many tokens in vLLM's own prefix cache."""
+    block_tokens = str(POOL_BLOCK)
+    # The route lane's gate off (FLEETWATCH_ROUTE_SHARE=1): this test asks for the same placement ten times a
+    # second to time when the blocks show, which on two shared cores beside a busy engine is more than a quarter
+    # of a web process (a 429 route_busy, as issue 30 means for a router that floods); the gate has its own tests.
+    server = servers(roles="proxy", agent=False, env={"FLEETWATCH_PREFIX_BLOCK_TOKENS": block_tokens,
+                                                      "FLEETWATCH_ROUTE_SHARE": "1"}).start()
+    agent = agents(server, "vllm-prefix", args=[
+        "--engine-url", vllm_server.url, "--engine-timeout-ms", "3000",
+        "--engine-kv-events", vllm_server.kv_events_endpoint, "--prefix-block-tokens", block_tokens])
+    full_tokens = len(PLACED_PROMPT) // ENGINE_BLOCK * ENGINE_BLOCK
+
+    def place():
+        answer = server.post("/v1/placement", {"model": SERVED_MODEL, "prompt_token_ids": PLACED_PROMPT})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    def events_total():
+        [engine] = agent.snapshot()["engines"]
+        return engine["kv_events"]["events_total"]
+
+    # ZMQ's subscription reaches the publisher some time after the agent connects, and events published before
+    # it are lost: one-block warm-up prompts of their own (a token repeated) until the agent counts an event.
+    warm_up = iter(range(1, 100))
+    wait_for(lambda: complete(vllm_server, [next(warm_up)] * ENGINE_BLOCK) or events_total() > 0, timeout_s=60,
+             interval_s=0.5, message="the agent counting the engine's events")
+    # Until the Proxy hears the engine's events are ok, placement learns from its own answers (SPEC 15.5);
+    # from then on it answers from the events, and nothing of this prompt is cached anywhere yet.
+    before = wait_for(lambda: (a := place())["prefix_source"] == "events" and a, timeout_s=30,
+                      message="placement answering from the engine's events")
+    assert [c["prefix_hit_tokens"] for c in before["candidates"]] == [0]
+
+    hits_before = vllm_server.metrics()["vllm:prefix_cache_hits"]
+    complete(vllm_server, PLACED_PROMPT)
+    completed_at = time.monotonic()
+    # A prompt new to the engine: nothing of it was cached, so everything below is this test's doing.
+    assert vllm_server.metrics()["vllm:prefix_cache_hits"] == hits_before
+
+    answers = []
+
+    def placed_with_hit():
+        answer = place()
+        answers.append(answer)
+        candidates = [c for c in answer["candidates"] if c["instance_id"] == "vllm-prefix"]
+        return candidates and candidates[0]["prefix_hit_tokens"] == full_tokens and (answer, candidates[0])
+
+    try:
+        answer, candidate = wait_for(placed_with_hit, timeout_s=30, interval_s=0.1,
+                                     message=f"prefix_hit_tokens == {full_tokens}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last answer: {answers[-1:]}") from None
+    visible_after_s = time.monotonic() - completed_at
+    assert visible_after_s <= PREFIX_VISIBLE_S, f"the engine's blocks reached placement after {visible_after_s:.2f} s"
+    assert answer["prefix_source"] == "events" and answer["verdict"] == "accept"
+    assert answer["prompt_blocks"] == len(PLACED_PROMPT) // POOL_BLOCK
+    assert candidate["prefix_hit_blocks"] == full_tokens // POOL_BLOCK
+    assert "prefix_cache_hit" in candidate["reasons"]
+    [figures] = [e["kv_events"] for e in agent.snapshot()["engines"]]
+    assert (figures["status"], figures["block_tokens"], figures["gaps_total"]) == ("ok", POOL_BLOCK, 0)
+
+    complete(vllm_server, PLACED_PROMPT)  # "there": the one instance placement named, whose engine this is
+    assert vllm_server.metrics()["vllm:prefix_cache_hits"] - hits_before == candidate["prefix_hit_tokens"]
