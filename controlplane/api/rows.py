@@ -16,8 +16,11 @@ function that builds a batch of rows. The function is written out as source
 ``namedtuple`` make their methods: one dict display per row, each key once,
 its value read by position, a call shared by two keys made once. A loop over
 (key, getter) pairs cost 40 % more per row than the hand-written builder it
-replaces, a tenth of the 10,000-row list; this costs what that builder did.
+replaces (some 7 % of the whole list); this costs what that builder did
+(``bench/list_rows.py``, bench/README.md).
 """
+
+import re
 
 from django.db import models
 from orjson import Fragment
@@ -90,6 +93,8 @@ def alive_field(field, leads=False):
     return reads(field, "last_seen_at", using=STATUS_OF, item=1, leads=leads)
 
 
+PLAIN = re.compile(r"row\[\d+\]")  # a value that is a column as fetched
+PRESIZED_FROM = 8  # plain columns from which a dict is copied from a presized one, not displayed
 BUILDER_NAMES = {"make", "build", "fetched", "rows", "append", "row"}  # the builder's own names
 JSON_FIELDS = (serializers.ListField, serializers.DictField, serializers.JSONField)
 
@@ -110,17 +115,23 @@ class RowShape:
     from fetched rows to answer rows, where ``context`` gives the functions the declaration names."""
 
     def __init__(self, serializer_class, json_as_text=True):
-        self.serializer_class, self.json_as_text = serializer_class, json_as_text
-        self.columns, self.annotations, self.constants, self.calls, self.names = [], {}, {}, {}, set()
-        display = self._display(serializer_class, "")
+        self.serializer_class, self.json_as_text, self.presized = serializer_class, json_as_text, []
+        self._compile([])
+        if self.presized:  # again, the largest dict's plain columns fetched first: it zips the row itself
+            self._compile(self.presized)
+
+    def _compile(self, first_columns):
+        self.columns, self.annotations, self.constants, self.names = list(first_columns), {}, {}, set()
+        self.calls, self.statements = {}, []  # per row, before the row's dict: shared calls, large dicts
+        display = self._display(self.serializer_class, "")
         assert not self.names & self.constants.keys(), f"a function and a context name alike: {self.names}"
         lines = [f"def make({', '.join(sorted(self.names))}):", "    def build(fetched):",
                  "        rows = []", "        append = rows.append", "        for row in fetched:"]
-        lines += [f"            {local} = {call}" for call, local in self.calls.items()]
+        lines += [f"            {statement}" for statement in self.statements]
         lines += [f"            append({display})", "        return rows", "    return build"]
         self.source = "\n".join(lines)
         namespace = dict(self.constants)
-        exec(compile(self.source, f"<row {serializer_class.__name__}>", "exec"), namespace)
+        exec(compile(self.source, f"<row {self.serializer_class.__name__}>", "exec"), namespace)
         self._make = namespace["make"]
 
     def query(self, queryset):
@@ -135,6 +146,9 @@ class RowShape:
         return self._make(**{name: context[name] for name in self.names})
 
     def _display(self, serializer_class, prefix):
+        """The source of one row's dict of ``serializer_class``: a dict display, or for the one with the most
+        plain columns (``PRESIZED_FROM`` or more), fetched first, a presized dict copied and filled by
+        zipping its keys with the row (as the hand-written list did: cheaper than 40 keys displayed)."""
         declared = serializer_class._declared_fields
         leading, following = [], []
         for key, field in serializer_class().fields.items():
@@ -144,8 +158,22 @@ class RowShape:
             else:
                 json = self.json_as_text and _holds_json(serializer_class, key, field)
                 value = self._value(key, field, read, prefix, json)
-            (leading if read.leads else following).append(f"{key!r}: {value}")
-        return "{" + ", ".join(leading + following) + "}"
+            (leading if read.leads else following).append((key, value))
+        items = leading + following
+        plain = [(key, int(value[4:-1])) for key, value in items if PLAIN.fullmatch(value)]
+        if len(plain) < PRESIZED_FROM:
+            return "{" + ", ".join(f"{key!r}: {value}" for key, value in items) + "}"
+        keys, positions = zip(*plain)
+        if positions != tuple(range(len(positions))):
+            if len(positions) > len(self.presized):
+                self.presized = [self.columns[position] for position in positions]
+            return "{" + ", ".join(f"{key!r}: {value}" for key, value in items) + "}"
+        local = f"dict_{len(self.statements)}"
+        template = self._constant(dict.fromkeys(key for key, _ in items), "template")
+        self.statements.append(f"{local} = {template}.copy()")
+        self.statements.append(f"{local}.update(zip({self._constant(keys, 'keys')}, row))")
+        self.statements += [f"{local}[{key!r}] = {value}" for key, value in items if not PLAIN.fullmatch(value)]
+        return local
 
     def _value(self, key, field, read, prefix, json):
         if read.value is not NOT_CONSTANT:
@@ -162,7 +190,10 @@ class RowShape:
         call = f"{using}({arguments})"
         if read.item is None:
             return call
-        return f"{self.calls.setdefault(call, f'value_{len(self.calls)}')}[{read.item}]"
+        if call not in self.calls:
+            self.calls[call] = f"value_{len(self.calls)}"
+            self.statements.append(f"{self.calls[call]} = {call}")
+        return f"{self.calls[call]}[{read.item}]"
 
     def _position(self, column):
         if not isinstance(column, str):
@@ -172,11 +203,11 @@ class RowShape:
             self.columns.append(column)
         return self.columns.index(column)
 
-    def _constant(self, value):
+    def _constant(self, value, kind="constant"):
         if value is None or isinstance(value, (bool, int, float, str)):
             return repr(value)
         name = getattr(value, "__name__", "")  # Fragment(…) reads better in ``source`` than constant_0(…)
         if not name.isidentifier() or name in BUILDER_NAMES or self.constants.get(name, value) is not value:
-            name = f"constant_{len(self.constants)}"
+            name = f"{kind}_{len(self.constants)}"
         self.constants[name] = value
         return name

@@ -1,5 +1,11 @@
 """The Proxy's instance lists, built from database rows (SPEC 3: ``/v1/instance/list``,
-``/debug/instance_resources``).
+``/debug/instance_resources``, ``/debug/instance_loads``).
+
+Each row's keys, and where each value comes from, are declared once, in the
+serializer the schema publishes (``proxy_app/api/openapi/rows.py``); its
+``RowShape`` (``controlplane/api/rows.py``) gives the query's columns and the
+builder. What this module adds is how a list is read and written, and the
+functions the declarations name (liveness, the fence, the capabilities' view).
 
 A full list of 10,000 instances is 31 MB of JSON, most of it the stored
 snapshots, and what it costs is Python objects: ~580,000 values from the
@@ -11,9 +17,10 @@ driver, 30,000 dicts, and the memory they take. So:
   lists) as the text it is stored as, ``null`` or ``{}`` in place of SQL
   NULL, so that each goes into the answer as an ``orjson.Fragment``, never
   decoded and encoded again, without a test per row;
-- a row is built in one pass: its resource dict is a presized copy filled
-  from the fetched row, and what most of a fleet shares (the fence verdict,
-  the capabilities' full view) is worked out once per distinct input;
+- a row is built in one pass (one dict display; its resource dict a presized
+  copy zipped with the fetched row), and what most of a fleet shares (the
+  fence verdict, the capabilities' full view) is worked out once per
+  distinct input;
 - the answer is read, built and encoded ``BATCH_ROWS`` rows at a time into one
   buffer, so each batch reuses the few megabytes the one before freed. Built
   whole, the list's ~100 MB of short-lived objects were fresh pages on every
@@ -77,7 +84,7 @@ def list_builder(now):
     is worked out once per builder, whatever the batch: the fence verdict of each distinct input (a
     pure function of a few values), and the capabilities' full view of each fingerprint."""
     return LIST_ROW.builder(status_of=_status_reader(now), fence=functools.lru_cache(maxsize=None)(effective_fence),
-                            capabilities=_CapabilityViews())
+                            capabilities=_capability_views())
 
 
 def resource_rows(queryset, now):
@@ -107,16 +114,20 @@ def _collector_paused():
         gc.enable()
 
 
-class _CapabilityViews(dict):
-    """The full view of stored capabilities (SPEC 3.2) by fingerprint, as JSON shared by the rows of one
-    fingerprint; capabilities without a fingerprint are viewed row by row."""
+def _capability_views():
+    """``view(capabilities, fingerprint)``: the full view of stored capabilities (SPEC 3.2), as JSON shared
+    by the rows of one fingerprint; capabilities without a fingerprint are viewed row by row. A closure,
+    not a callable object: a row's call costs less."""
+    views = {}
 
-    def __call__(self, capabilities, fingerprint):
+    def view(capabilities, fingerprint):
         if not capabilities:
             return None
-        if fingerprint is None:
-            return full_view(orjson.loads(capabilities))
-        view = self.get(fingerprint)
-        if view is None:
-            view = self[fingerprint] = orjson.Fragment(orjson.dumps(full_view(orjson.loads(capabilities))))
-        return view
+        found = views.get(fingerprint)
+        if found is None:
+            if fingerprint is None:
+                return full_view(orjson.loads(capabilities))
+            found = views[fingerprint] = orjson.Fragment(orjson.dumps(full_view(orjson.loads(capabilities))))
+        return found
+
+    return view
