@@ -245,7 +245,7 @@ def full_list(args, wsgi):
 
     from controlplane import clock
     from controlplane.series.queries import raw_rows
-    from proxy_app.api.listing import COLUMNS, _with_text_columns, instance_list_json, instance_rows
+    from proxy_app.api.listing import LIST_ROW, instance_list_json, instance_rows
     from proxy_app.models import Instance
 
     now = clock.now()
@@ -255,7 +255,7 @@ def full_list(args, wsgi):
     line("GET /v1/instance/list?include_dead=true through the handler", per_call_ms(
         lambda i: wsgi.call("GET", "/v1/instance/list?include_dead=true"), 2))
     line("  fetch the rows from the driver", per_call_ms(
-        lambda i: raw_rows(_with_text_columns(queryset, raw=True).values_list(*COLUMNS, "raw_text")), 2))
+        lambda i: raw_rows(LIST_ROW.query(queryset)), 2))
     line("  instance_rows(): fetch and build the rows", per_call_ms(lambda i: instance_rows(queryset, now), 2))
     rows = instance_rows(queryset, now)
     line("  orjson.dumps of the built rows", per_call_ms(lambda i: orjson.dumps(rows), 2))

@@ -18,6 +18,11 @@ def default_endpoints():
 ProxyStatusChange = status_change_model("proxy", __name__)
 
 
+def kv_cache_pool_gb(instance_count, kv_mem_per_instance_gb):
+    """The KV cache a pool declares (``/v1/proxy/list``): its instances × each one's."""
+    return float(instance_count) * float(kv_mem_per_instance_gb)
+
+
 class Proxy(RegisteredEndpoint):
     """The control plane of one pool of instances, registered with this scheduler (SPEC 6)."""
 
@@ -62,7 +67,7 @@ class Proxy(RegisteredEndpoint):
 
     @property
     def kv_cache_pool_gb(self):
-        return float(self.instance_count) * float(self.kv_mem_per_instance_gb)
+        return kv_cache_pool_gb(self.instance_count, self.kv_mem_per_instance_gb)
 
     @staticmethod
     def record_summary(proxy_id, pool_resource, at):

@@ -9,10 +9,7 @@ from rest_framework import serializers
 
 from controlplane.api.schema.answers import (
     OkBody,
-    RegisteredEntryRow,
     history_answer,
-    nullable_integer,
-    nullable_number,
 )
 from controlplane.api.schema.operations import (
     entry_history_operation,
@@ -28,12 +25,13 @@ from scheduler_app.serializers import (
     HeartbeatSerializer,
     PoolPlacementSerializer,
     ProxyIdSerializer,
+    ProxyPoolResourceRow,
+    ProxyRow,
     RegisterSerializer,
 )
 
 PROXIES = ["proxies"]
 FLEET = ["fleet (debug)"]
-POOL_RESOURCE_HELP = "The Proxy's pool summary (SPEC 5 shape), stored as sent: any JSON object, not interpreted."
 
 # --- request bodies --------------------------------------------------------------------------
 
@@ -86,30 +84,6 @@ class ProxyNotRegistered(serializers.Serializer):
     """compat: the original's FastAPI error body; the proxy re-registers on it."""
 
     detail = Const("proxy_id not registered")
-
-
-class ProxyRow(RegisteredEntryRow):
-    """One row of `/v1/proxy/list`."""
-
-    proxy_id = serializers.CharField()
-    max_capacity = serializers.IntegerField(min_value=0)
-    instance_count = serializers.IntegerField(min_value=0)
-    kv_mem_per_instance_gb = serializers.FloatField(min_value=0)
-    kv_cache_pool_gb = serializers.FloatField(min_value=0, help_text="instance_count × kv_mem_per_instance_gb.")
-    kv_cache_update_policy = serializers.CharField()
-    inflight = nullable_integer("From heartbeats; null until reported.")
-    qps_1m = nullable_number("From heartbeats; null until reported.")
-    gpu_util = nullable_number("From heartbeats; null until reported.")
-    pool_resource = serializers.DictField(allow_null=True, help_text=POOL_RESOURCE_HELP + " Null until the first.")
-    pool_resource_reported_at = nullable_number("Epoch seconds: when this Scheduler received it.")
-
-
-class ProxyPoolResourceRow(serializers.Serializer):
-    proxy_id = serializers.CharField()
-    is_alive = serializers.BooleanField()
-    last_seen_at = serializers.FloatField()
-    pool_resource_reported_at = nullable_number("Epoch seconds: when this Scheduler received it.")
-    pool_resource = serializers.DictField(allow_null=True, help_text=POOL_RESOURCE_HELP)
 
 
 class ProxyPoolResources(serializers.Serializer):

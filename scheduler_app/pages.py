@@ -17,7 +17,6 @@ A summary is stored as the proxy sent it (SPEC 6), so it is read through
 
 from dataclasses import dataclass
 
-from controlplane.api.serializers import endpoint_row
 from controlplane.endpoints.admission import Admission
 from controlplane.pages.charts import POOL_CHARTS
 from controlplane.pages.kit import EntryDashboard
@@ -26,7 +25,7 @@ from controlplane.series.pool_summary import COUNT_FIGURES, pool_view, summary_c
 from scheduler_app import placement_pages
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import PoolResourceSample, Proxy
-from scheduler_app.serializers import proxy_row
+from scheduler_app.serializers import proxy_rows
 
 SPARK_WINDOW_S = 15 * 60
 SPARK_POINTS = 60
@@ -148,13 +147,12 @@ class FleetPages(EntryDashboard):
             return None
         return {
             **self.summary(proxy, now),
-            **{key: value for key, value in endpoint_row(proxy, now).items()
-               if key in ("registered_at", "tags", "weight")},
+            "registered_at": proxy.registered_at, "tags": proxy.tags, "weight": proxy.weight,
             "summary": proxy.pool_resource if isinstance(proxy.pool_resource, dict) else {},
             "capacity": declared_capacity(proxy),
             "load": {"inflight": proxy.inflight, "qps_1m": proxy.qps_1m, "gpu_util": proxy.gpu_util},
             "changes": self.status_changes(entry_id),
-            "row": proxy_row(proxy, now),
+            "row": proxy_rows(Proxy.objects.filter(pk=proxy.pk), now)[0],
             "ttl_s": Proxy.ttl_s(),
         }
 

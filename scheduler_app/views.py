@@ -10,7 +10,13 @@ from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import fleet_debug_schema, proxy_schema
-from scheduler_app.serializers import HeartbeatSerializer, ProxyIdSerializer, RegisterSerializer, proxy_row
+from scheduler_app.serializers import (
+    POOL_RESOURCE_ROW,
+    HeartbeatSerializer,
+    ProxyIdSerializer,
+    RegisterSerializer,
+    proxy_rows,
+)
 
 # The original's FastAPI HTTPException body; its proxies re-register on it.
 NOT_REGISTERED = {"detail": "proxy_id not registered"}
@@ -59,8 +65,7 @@ class ProxyViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="list")
     def list_proxies(self, request):
         now = clock.now()
-        return self.rows_response(proxies_in_view(request, False, now),
-                                  lambda page: [proxy_row(proxy, now) for proxy in page])
+        return self.rows_response(proxies_in_view(request, False, now), lambda page: proxy_rows(page, now))
 
     @action(detail=False, methods=["get"])
     def history(self, request):
@@ -78,17 +83,5 @@ class FleetDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def proxy_pool_resources(self, request):
         now = clock.now()
-        proxies = proxies_in_view(request, True, now).only(
-            "proxy_id", "last_seen_at", "pool_resource_reported_at", "pool_resource"
-        )
-        rows = [
-            {
-                "proxy_id": proxy.proxy_id,
-                "is_alive": proxy.is_alive(now),
-                "last_seen_at": proxy.last_seen_at,
-                "pool_resource_reported_at": proxy.pool_resource_reported_at,
-                "pool_resource": proxy.pool_resource,
-            }
-            for proxy in proxies
-        ]
+        rows = proxy_rows(proxies_in_view(request, True, now), now, POOL_RESOURCE_ROW)
         return Response({"ok": True, "proxies": rows})

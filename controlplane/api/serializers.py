@@ -49,24 +49,3 @@ class HeartbeatSerializerBase(serializers.Serializer):
     def load(data):
         """The load fields present in validated ``data``."""
         return {name: data[name] for name in RegisteredEndpoint.LOAD_FIELDS if name in data}
-
-
-def endpoint_row(entry, now):
-    """The columns every list row of a registered entry starts with."""
-    return {
-        entry._meta.pk.name: entry.pk,
-        "host": entry.host,
-        "port": entry.port,
-        "endpoints": entry.endpoints,
-        "tags": entry.tags,
-        "weight": entry.weight,
-        "meta": entry.meta,
-        "registered_at": entry.registered_at,
-        "last_seen_at": entry.last_seen_at,
-        "status": entry.status_now(now).value,
-        "is_alive": entry.is_alive(now),
-    }
-
-
-def load_dict(entry):
-    return {name: getattr(entry, name) for name in RegisteredEndpoint.LOAD_FIELDS}

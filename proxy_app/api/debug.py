@@ -5,11 +5,11 @@ from rest_framework.response import Response
 
 from controlplane import clock
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool
-from proxy_app.api.listing import resource_rows
+from proxy_app.api.listing import load_rows, resource_rows
 from proxy_app.api.openapi import pool_debug_schema
 from proxy_app.models import Instance, SchedulerLinkState
 from proxy_app.ops.history import POOL
-from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE, load_row
+from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE
 from proxy_app.pool.summary import pool_resource, proxy_id
 
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
@@ -47,20 +47,13 @@ class PoolDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"])
     def instance_loads(self, request):
         now = clock.now()
-        instances = Instance.objects.in_view(query_bool(request, "include_dead", True), now).only(
-            "instance_id", "last_seen_at", "inflight", "qps_1m", "gpu_util"
-        )
-        rows = [
-            load_row(instance.instance_id, instance.is_alive(now), instance.inflight, instance.qps_1m,
-                     instance.gpu_util, instance.last_seen_at)
-            for instance in instances
-        ]
+        instances = Instance.objects.in_view(query_bool(request, "include_dead", True), now)
         return Response({
             "ok": True,
             "ttl_s": Instance.ttl_s(),
             "generated_at": now,
             "metric_source": {"inflight": LOAD_SOURCE, "qps_1m": LOAD_SOURCE, "queue_depth": UNAVAILABLE},
-            "instances": rows,
+            "instances": load_rows(instances, now),
         })
 
     @action(detail=False, methods=["get"])

@@ -57,18 +57,3 @@ def least_load_score(inflight, qps_1m, queue=None):
         "queue_source": UNAVAILABLE if queue is None else "proxy_queue_manager",
         "weights": dict(WEIGHTS),
     }
-
-
-def load_row(instance_id, is_alive, inflight, qps_1m, gpu_util, last_seen_at):
-    """One row of ``/debug/instance_loads``: the heartbeat's load, the original's queue keys as null
-    (no queue manager here) and its least-load score."""
-    return {
-        "instance_id": instance_id,
-        "is_alive": is_alive,
-        "inflight": inflight,
-        "qps_1m": qps_1m,
-        "gpu_util": gpu_util,
-        "last_seen_at": last_seen_at,
-        **dict.fromkeys(QUEUE_KEYS),
-        "least_load_score": least_load_score(inflight, qps_1m),
-    }

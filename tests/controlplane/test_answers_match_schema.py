@@ -1,4 +1,4 @@
-"""Every answer of the API matches its twin in the OpenAPI schema (``openapi/answers.py``, ``api/schema/``).
+"""Every answer of the API matches its OpenAPI schema (``openapi/``, ``api/schema/``): the keys and the values' types.
 
 Outside the schemathesis fuzz: a pool and a fleet are made through the API,
 then each operation is called for every kind of answer it gives (the compat

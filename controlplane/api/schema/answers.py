@@ -3,6 +3,7 @@
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
+from controlplane.api.rows import alive_field, status_field
 from controlplane.api.schema.parts import Const
 from controlplane.endpoints.liveness import Status
 from controlplane.series.history import RANGES
@@ -29,7 +30,7 @@ def page_of(row, name):
 
 
 class RegisteredEntryRow(serializers.Serializer):
-    """The columns every list row of a registered instance or proxy starts with (SPEC 3, 6)."""
+    """The columns every list row of a registered instance or proxy has (SPEC 3, 6), after its id."""
 
     host = serializers.CharField()
     port = serializers.IntegerField(min_value=1, max_value=65535)
@@ -39,8 +40,8 @@ class RegisteredEntryRow(serializers.Serializer):
     meta = serializers.DictField()
     registered_at = serializers.FloatField(help_text="Epoch seconds (the first registration).")
     last_seen_at = serializers.FloatField(help_text="Epoch seconds, server receive time of the last contact.")
-    status = serializers.ChoiceField(choices=Status.choices, help_text="SPEC 4, from the TTL at read time.")
-    is_alive = serializers.BooleanField(help_text="now − last_seen_at ≤ ttl_s; never null.")
+    status = status_field(serializers.ChoiceField(choices=Status.choices, help_text="SPEC 4, from the TTL at read time."))
+    is_alive = alive_field(serializers.BooleanField(help_text="now − last_seen_at ≤ ttl_s; never null."))
 
 
 def nullable_number(help_text=""):

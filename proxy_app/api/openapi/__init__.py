@@ -26,7 +26,6 @@ from proxy_app.api.openapi.answers import (
     InstanceLoads,
     InstanceRegistered,
     InstanceResources,
-    InstanceRow,
     PoolResourceAnswer,
     PoolResourceSources,
     ProxyStatus,
@@ -43,6 +42,7 @@ from proxy_app.api.openapi.bodies import (
     InstanceRegister,
     Snapshot,
 )
+from proxy_app.api.openapi.rows import InstanceRow
 
 INSTANCES = ["instances"]
 POOL = ["pool (debug)"]

@@ -1,28 +1,16 @@
-"""The Proxy API's answers as OpenAPI: instance rows, the compat answers, the pool summary
-(SPEC 3, 5, 9)."""
+"""The Proxy API's answers as OpenAPI: the compat answers, the debug answers, the pool summary
+(SPEC 3, 5, 9); the instance rows are ``rows``', which their builders read too."""
 
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from controlplane.api.schema.answers import (
-    OkBody,
-    RegisteredEntryRow,
-    history_answer,
-    nullable_integer,
-    nullable_number,
-)
+from controlplane.api.schema.answers import OkBody, history_answer, nullable_integer, nullable_number
 from controlplane.api.schema.parts import Const
 from controlplane.endpoints.admission import Admission
-from proxy_app.api.openapi.bodies import CapabilitiesFullView
-from proxy_app.ingest.normalise import RESOURCE_FIELDS
-from proxy_app.models import InstanceResource, InstanceSample, PoolResource
+from proxy_app.api.openapi.rows import InstanceLoadRow, InstanceResourceRow, fingerprint_field
+from proxy_app.models import InstanceSample, PoolResource
 from proxy_app.pool.aggregation import SCHEMA_VERSION
-from proxy_app.pool.least_load import LOAD_SOURCE, QUEUE_KEYS, UNAVAILABLE
-
-
-def fingerprint_field(help_text):
-    """A stored capability fingerprint (SPEC 3.2), or null."""
-    return serializers.RegexField(r"^sha256:[0-9a-f]{64}$", allow_null=True, help_text=help_text)
+from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE
 
 
 class InstanceRegistered(serializers.Serializer):
@@ -72,58 +60,6 @@ SNAPSHOT_ANSWER = PolymorphicProxySerializer(
 )
 
 
-class InstanceResourceFigures(serializers.ModelSerializer):
-    """An instance's latest snapshot normalised (SPEC 3.1): every field null before the first
-    snapshot, and null wherever the snapshot had no finite number (never 0 for unknown)."""
-
-    admission_state = serializers.CharField(allow_null=True, read_only=True, help_text=(
-        "capacity_hint.admission_state lower-cased: accepting, degraded, rejecting, or another word an "
-        "agent sent."
-    ))
-    engine_status = serializers.CharField(allow_null=True, read_only=True, help_text=(
-        "The worst status of the host's engines (SPEC 13): unreachable, timeout, http_error, bad_format or ok; "
-        "null without engines."
-    ))
-    engine_models = serializers.ListField(child=serializers.CharField(), allow_null=True, read_only=True,
-                                          help_text="The engines' model names, sorted and distinct; null without "
-                                                    "engines.")
-
-    class Meta:
-        model = InstanceResource
-        fields = RESOURCE_FIELDS
-        read_only_fields = RESOURCE_FIELDS
-
-
-class InstanceResourceWithRaw(InstanceResourceFigures):
-    """SPEC 3.1 as list rows show it: the columns and the snapshot as sent."""
-
-    raw_resource = serializers.DictField(read_only=True, help_text="The snapshot as sent; {} before the first.")
-
-    class Meta(InstanceResourceFigures.Meta):
-        fields = (*RESOURCE_FIELDS, "raw_resource")
-
-
-class InstanceLoad(serializers.Serializer):
-    """From heartbeats; null until the instance reports it."""
-
-    inflight = nullable_integer()
-    qps_1m = nullable_number()
-    gpu_util = nullable_number()
-
-
-class InstanceRow(RegisteredEntryRow):
-    """One row of `/v1/instance/list`."""
-
-    instance_id = serializers.CharField()
-    capabilities = CapabilitiesFullView()
-    capability_fingerprint = fingerprint_field("Of the stored capabilities; null without.")
-    load = InstanceLoad()
-    fenced = serializers.BooleanField(help_text="Kept out of placement (SPEC 14.2): by router errors, an engine "
-                                                "that went down or a GPU in error, until it recovers.")
-    fence_reason = serializers.CharField(allow_null=True, help_text="Why it is fenced; null when it is not.")
-    resource = InstanceResourceWithRaw()
-
-
 INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id", "InstancePoint", InstanceSample)
 POOL_HISTORY = history_answer("PoolHistory", "proxy_id", "PoolPoint", PoolResource)
 
@@ -154,44 +90,8 @@ class ProxyStatus(serializers.Serializer):
     scheduler_link = SchedulerLink(allow_null=True, help_text="Null until the link has run.")
 
 
-class InstanceResourceRow(serializers.Serializer):
-    instance_id = serializers.CharField()
-    host = serializers.CharField()
-    port = serializers.IntegerField()
-    last_seen_at = serializers.FloatField()
-    is_alive = serializers.BooleanField()
-    resource = InstanceResourceFigures()
-
-
 class InstanceResources(serializers.Serializer):
     instances = InstanceResourceRow(many=True)
-
-
-def figure_map(help_text):
-    return serializers.DictField(child=serializers.FloatField(), help_text=help_text)
-
-
-class LeastLoadScore(serializers.Serializer):
-    """The original Proxy's least-load score: each known signal times its weight, summed. Unknown
-    signals are left out (never 0); with none known the total is null."""
-
-    total = nullable_number("Sum of `weighted_components`; null when no signal is known.")
-    components = figure_map("The known signals: `inflight` and `qps_1m` from heartbeats (never a queue figure "
-                            "here: no queue manager).")
-    weighted_components = figure_map("Each known signal with a non-zero weight, times its weight.")
-    source = serializers.DictField(child=serializers.CharField(), help_text="Where each component came from.")
-    queue_source = Const(UNAVAILABLE, help_text="This Proxy runs no queue manager.")
-    weights = figure_map("The original's default weights (inflight 1, qps_1m 0, the queue figures).")
-
-
-InstanceLoadRow = type("InstanceLoadRow", (InstanceLoad,), {
-    "__doc__": "One instance's load; the original's queue figures are null (no queue manager here).",
-    "instance_id": serializers.CharField(),
-    "is_alive": serializers.BooleanField(),
-    "last_seen_at": serializers.FloatField(),
-    **{key: nullable_number("Always null: this Proxy runs no queue manager.") for key in QUEUE_KEYS},
-    "least_load_score": LeastLoadScore(),
-})
 
 
 class LoadSources(serializers.Serializer):

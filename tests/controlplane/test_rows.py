@@ -1,0 +1,73 @@
+"""An answer row's serializer compiled into its builder (``controlplane.api.rows``): fetched rows in,
+the declared keys out, read as the declaration says. No database: the rows are tuples in the order of
+the shape's ``columns``."""
+
+import orjson
+import pytest
+from rest_framework import serializers
+
+from controlplane.api.rows import RowShape, always, reads
+
+
+class Load(serializers.Serializer):
+    inflight = serializers.IntegerField(allow_null=True)
+
+
+class Base(serializers.Serializer):
+    host = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+
+
+class Row(Base):
+    entry_id = reads(serializers.CharField(), leads=True)
+    verdict = reads(serializers.CharField(), "a", "b", using="judge", item=0)
+    reason = reads(serializers.CharField(), "a", "b", using="judge", item=1)
+    doubled = reads(serializers.IntegerField(), "a", using=lambda a: 2 * a)
+    queue = always(serializers.IntegerField(allow_null=True), None)
+    load = Load()
+    other = reads(Load(), prefix="other__")
+
+
+def fetched(shape, **values):
+    return tuple(values[column] for column in shape.columns)
+
+
+def test_it_builds_the_declared_keys_with_the_leading_ones_first():
+    shape = RowShape(Row)
+    calls = []
+
+    def judge(a, b):
+        calls.append((a, b))
+        return f"{a}>{b}", "why"
+
+    row = fetched(shape, entry_id="e-1", host="h", tags_text='["x"]', a=3, b=2, inflight=7, other__inflight=None)
+    [built] = shape.builder(judge=judge)([row])
+    assert list(built) == ["entry_id", "host", "tags", "verdict", "reason", "doubled", "queue", "load", "other"]
+    assert orjson.loads(orjson.dumps(built)) == {
+        "entry_id": "e-1", "host": "h", "tags": ["x"], "verdict": "3>2", "reason": "why", "doubled": 6,
+        "queue": None, "load": {"inflight": 7}, "other": {"inflight": None}}
+    assert calls == [(3, 2)]  # one call answers both keys
+
+
+def test_it_splices_a_json_column_as_its_stored_text():
+    shape = RowShape(Row)
+    assert "tags_text" in shape.annotations and "tags" not in shape.columns
+    row = fetched(shape, entry_id="e", host="h", tags_text='[ "a" ,"b"]', a=1, b=1, inflight=None, other__inflight=1)
+    [built] = shape.builder(judge=lambda a, b: (None, None))([row])
+    assert isinstance(built["tags"], orjson.Fragment)
+
+
+def test_without_json_as_text_it_reads_the_column_as_decoded():
+    shape = RowShape(Row, json_as_text=False)
+    assert "tags" in shape.columns and not shape.annotations
+    row = fetched(shape, entry_id="e", host="h", tags=["a"], a=1, b=1, inflight=None, other__inflight=1)
+    assert shape.builder(judge=lambda a, b: (None, None))([row])[0]["tags"] == ["a"]
+
+
+def test_it_reads_each_column_once_however_many_keys_read_it():
+    assert RowShape(Row).columns.count("a") == 1
+
+
+def test_it_refuses_a_builder_without_a_function_the_declaration_names():
+    with pytest.raises(AssertionError, match="judge"):
+        RowShape(Row).builder()
