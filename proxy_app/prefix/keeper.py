@@ -56,7 +56,7 @@ class PrefixKeeper:
         self._lock = threading.Lock()  # the copy: every lookup, and every change put in it
         self._catching_up = threading.Lock()  # one reader of the database at a time (the thread, or a request)
         self.follow_in_thread = follow_in_thread
-        self.follower = Follower("fleetwatch-prefix-follower", self._follow_step, self.interval_s)
+        self.follower = Follower("fleetwatch-prefix-follower", self.catch_up, self.interval_s)
         self._clear()
 
     def reset(self):
@@ -106,7 +106,7 @@ class PrefixKeeper:
                 return
             self._catch_up(now)
 
-    def _follow_step(self):
+    def catch_up(self):
         """The follower thread's round: catch up, due or not (it wakes once an interval)."""
         with self._catching_up:
             self._catch_up(clock.now())

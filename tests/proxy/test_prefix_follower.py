@@ -36,7 +36,7 @@ def test_after_the_first_build_a_request_reads_nothing_and_the_thread_s_round_ca
         with CaptureQueriesContext(connection) as queries:
             assert keeper.hits("events", [2, 3], T0 + 1) == {"i-1": 1}  # the copy as it was
         assert len(queries) == 0
-        keeper._follow_step()
+        keeper.catch_up()
         assert keeper.hits("events", [2, 3], T0 + 1) == {"i-1": 2}
         assert keeper.hits("events", [1], T0 + 1) == {}
     finally:
