@@ -4,6 +4,7 @@ Nothing here is timed by a test: benchmarks print figures measured in one
 run on this machine, with the commands that made them (bench/README.md).
 """
 
+import copy
 import json
 import os
 import socket
@@ -138,6 +139,12 @@ class Deployment:
         self.manage("migrate", "-v0")
         if database_url:
             self.manage("flush", "--no-input", "-v0")
+
+    def on(self, root):
+        """This deployment (its database, its settings) with its processes run from another source tree."""
+        other = copy.copy(self)
+        other.root, other.env = Path(root), {**self.env, "PYTHONPATH": str(root)}
+        return other
 
     @property
     def vendor(self):

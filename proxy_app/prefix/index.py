@@ -22,6 +22,7 @@ import numpy as np
 
 MERGE_MIN = 65536
 MERGE_FRACTION = 32
+FIRST_CHUNK = 16  # the lookup's first search: a prompt's first 16 keys (``PrefixIndex._held_run``)
 
 
 def _put(table, key, slot):
@@ -69,13 +70,14 @@ def leading_runs(positions, slots, length, ordered=False):
         slots, positions = slots[order], positions[order]
         distinct = np.r_[True, (slots[1:] != slots[:-1]) | (positions[1:] != positions[:-1])]
         slots, positions = slots[distinct], positions[distinct]
-    starts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]])
-    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(slots)]))
-    rank = np.arange(len(slots)) - starts[group]
+    change = np.empty(len(slots), bool)
+    change[0] = True
+    np.not_equal(slots[1:], slots[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    sizes = np.append(starts[1:], len(slots)) - starts
+    rank = np.arange(len(slots)) - np.repeat(starts, sizes)
     broken = np.where(positions != rank, rank, length)  # the first rank whose position is not its own
-    runs = np.minimum.reduceat(broken, starts)
-    sizes = np.diff(np.r_[starts, len(slots)])
-    runs = np.minimum(runs, sizes)
+    runs = np.minimum(np.minimum.reduceat(broken, starts), sizes)
     return {int(slot): int(run) for slot, run in zip(slots[starts], runs) if run > 0}
 
 
@@ -118,8 +120,9 @@ class PrefixIndex:
             self.dead[slot] = True
             self.owner[slot] = None
 
-    def apply(self, stream, instance_id, added=(), removed=(), reset=False):
-        """One body's change (SPEC 15.3): with ``reset`` the stream's keys are first forgotten."""
+    def apply(self, stream, instance_id, added=(), removed=(), reset=False, merge=True):
+        """One body's change (SPEC 15.3): with ``reset`` the stream's keys are first forgotten. ``merge``: fold
+        the delta into the base when it is due (``merge_due``); a caller that merges apart passes False."""
         if reset:
             self.drop(stream)
         slot = self.slot_of.get(stream)
@@ -137,8 +140,11 @@ class PrefixIndex:
             _take(self.removed, key, slot)
             _put(self.added, key, slot)
             self.delta += 1
-        if self.delta >= max(MERGE_MIN, len(self.keys) // MERGE_FRACTION):
+        if merge and self.merge_due():
             self.merge()
+
+    def merge_due(self):
+        return self.delta >= max(MERGE_MIN, len(self.keys) // MERGE_FRACTION)
 
     def load(self, owners, slots, keys):
         """A whole index at once (a rebuild from the table): ``owners`` lists ``(stream, instance_id)``, and pair
@@ -163,6 +169,11 @@ class PrefixIndex:
         Linear in the base (one deletion, one insertion), never a sort of it: the delta's pairs are found and
         placed by binary search (``_find``).
         """
+        self.install(self.merged())
+
+    def merged(self):
+        """``merge``'s result, without changing this index: what ``install`` puts in place. It only reads, so
+        lookups may go on beside it while nothing else changes the index (``proxy_app.prefix.keeper``)."""
         keys, slots = self.keys, self.slots
         dropped = []
         if self.removed:
@@ -181,16 +192,21 @@ class PrefixIndex:
         if len(at):
             keys = np.insert(keys, at, new_keys[order])
             slots = np.insert(slots, at, new_slots[order].astype(np.int32))
-        live = [slot for slot in range(len(self.owner)) if self.owner[slot] is not None]
-        if len(live) < len(self.owner):
-            renumber = np.zeros(len(self.dead), np.int32)
+        owner, slot_of, dead = self.owner, self.slot_of, self.dead
+        live = [slot for slot in range(len(owner)) if owner[slot] is not None]
+        if len(live) < len(owner):
+            renumber = np.zeros(len(dead), np.int32)
             renumber[live] = np.arange(len(live), dtype=np.int32)  # in order: the columns stay sorted
             slots = renumber[slots]
-            self.owner = [self.owner[slot] for slot in live]
-            self.slot_of = {stream: int(renumber[slot]) for stream, slot in self.slot_of.items()}
-            self.dead = np.zeros(max(64, 2 * len(live)), bool)
+            owner = [owner[slot] for slot in live]
+            slot_of = {stream: int(renumber[slot]) for stream, slot in slot_of.items()}
+            dead = np.zeros(max(64, 2 * len(live)), bool)
+        return keys, slots, owner, slot_of, dead
+
+    def install(self, merged):
+        """Put a ``merged()`` result in place (the delta it folded in is gone)."""
+        self.keys, self.slots, self.owner, self.slot_of, self.dead = merged
         self.added, self.removed, self.delta = {}, {}, 0
-        self.keys, self.slots = keys, slots
 
     def _pairs(self, table, skip_dead=False):
         pairs = [(key, slot) for key, held in table.items() for slot in _slots(held)
@@ -216,24 +232,48 @@ class PrefixIndex:
         low = np.searchsorted(self.keys, query, "left")
         return low, np.searchsorted(self.keys, query, "right") - low
 
+    def _held_run(self, query):
+        """(length, first pair, pairs) for the leading keys of ``query`` that someone holds: nobody holds a run
+        past the first key nobody holds, so the columns are searched in growing chunks (``FIRST_CHUNK``, then
+        four times the last) up to that key. A prompt cached for a few blocks costs the search of a few, not
+        of all its keys (each key's search is ~20 cache misses in millions of pairs). Last, the keys searched
+        that the delta adds to."""
+        lows, counts, start, size, in_delta, added = [], [], 0, FIRST_CHUNK, set(), self.added
+        while start < len(query):
+            chunk = query[start:start + size]
+            low, count = self._ranges(chunk)
+            held = count > 0
+            if added:  # each key looked up (``set & dict.keys()`` would copy the delta's keys into a set first)
+                found = {key for key in chunk.tolist() if key in added}
+                if found:
+                    held |= np.isin(chunk, np.fromiter(found, np.int64, len(found)))
+                    in_delta |= found
+            lows.append(low)
+            counts.append(count)
+            if not held.all():
+                length = start + int(np.argmin(held))
+                break
+            start, size = start + size, 4 * size
+        else:
+            length = len(query)
+        if len(lows) == 1:
+            return length, lows[0][:length], counts[0][:length], in_delta
+        return length, np.concatenate(lows)[:length], np.concatenate(counts)[:length], in_delta
+
     def hits(self, prompt_keys):
         """``{instance_id: blocks}``: the longest leading run of ``prompt_keys`` each instance holds (the best of
         its engines'), for the instances holding at least the first key."""
         query = np.asarray(prompt_keys, np.int64)
-        low, counts = self._ranges(query)
-        in_delta = set(query.tolist()) & self.added.keys() if self.added else set()
-        held = (counts > 0) | np.isin(query, np.fromiter(in_delta, np.int64, len(in_delta)))
-        length = int(np.argmin(held)) if not held.all() else len(query)  # nobody holds past the first gap
+        length, low, counts, in_delta = self._held_run(query)
         if not length:
             return {}
-        counts = counts[:length]
         total = int(counts.sum())
         starts = np.repeat(low[:length] - np.cumsum(counts) + counts, counts) + np.arange(total)
         slots = self.slots[starts].astype(np.int64)
         positions = np.repeat(np.arange(length), counts)
         keep = ~self.dead[slots]
         if self.removed:
-            tombstoned = {int(key) for key in query[:length]} & self.removed.keys()
+            tombstoned = {key for key in query[:length].tolist() if key in self.removed}
             for position in (p for p in range(length) if int(query[p]) in tombstoned):
                 for slot in _slots(self.removed[int(query[position])]):
                     keep &= ~((positions == position) & (slots == slot))

@@ -103,9 +103,19 @@ def test_a_prompt_never_changes_the_verdict(api, serving):
     ({"prompt_token_ids": [-1]}, "prompt_token_ids"),
     ({"prompt_token_ids": [2**32]}, "prompt_token_ids"),
     ({"prompt_token_ids": [True]}, "prompt_token_ids"),
+    ({"prompt_token_ids": list(range(4096)) + [False]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [1, 1.0]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [1, "2"]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [1, None]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [[1]]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [2**64]}, "prompt_token_ids"),
+    ({"prompt_token_ids": [3] * 4096 + [-(2**40)]}, "prompt_token_ids"),
     ({"prompt_token_ids": "1 2 3"}, "prompt_token_ids"),
     ({"prompt_token_ids": [0] * 131_073}, "prompt_token_ids"),
     ({"prompt_block_keys": [2**63]}, "prompt_block_keys"),
+    ({"prompt_block_keys": [-(2**63) - 1]}, "prompt_block_keys"),
+    ({"prompt_block_keys": [1, True]}, "prompt_block_keys"),
+    ({"prompt_block_keys": [1.0]}, "prompt_block_keys"),
     ({"prompt_block_keys": [0] * 8_193}, "prompt_block_keys"),
 ])
 def test_it_refuses_a_bad_prompt(api, serving, body, field):
@@ -113,6 +123,14 @@ def test_it_refuses_a_bad_prompt(api, serving, body, field):
     response = place(api, **body)
     assert response.status_code == 400 and response.json()["error"] == "validation_error"
     assert field in response.json()["detail"]
+
+
+def test_it_takes_the_bounds_of_a_token_id_and_of_a_key(api, serving):
+    serving("a")
+    answer = place(api, prompt_token_ids=[0] * 16 + [2**32 - 1] * 16)
+    assert answer.status_code == 200 and answer.json()["prompt_blocks"] == 2
+    answer = place(api, prompt_block_keys=[-(2**63), 2**63 - 1])
+    assert answer.status_code == 200 and answer.json()["prompt_blocks"] == 2
 
 
 def test_it_takes_a_128k_token_prompt_and_refuses_a_body_over_1_mib(api, serving):

@@ -85,8 +85,9 @@ OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "reset", "drop", "mer
 @settings(max_examples=150, deadline=None)
 @given(OPS, st.lists(st.integers(0, 9), min_size=1, max_size=6))
 def test_it_answers_what_a_model_of_sets_answers_through_any_changes(ops, prompt):
-    saved = index_module.MERGE_MIN
+    saved = index_module.MERGE_MIN, index_module.FIRST_CHUNK
     index_module.MERGE_MIN = 8  # merges happen within the example
+    index_module.FIRST_CHUNK = 2  # the lookup searches the prompt in chunks of 2, 8, … (runs cross chunks)
     try:
         index, sets, owners = PrefixIndex(), {}, {stream: f"i-{stream % 2}" for stream in range(4)}
         for op, stream, keys in ops:
@@ -106,7 +107,7 @@ def test_it_answers_what_a_model_of_sets_answers_through_any_changes(ops, prompt
                 index.merge()
             assert index.hits(prompt) == model_hits(sets, owners, prompt)
     finally:
-        index_module.MERGE_MIN = saved
+        index_module.MERGE_MIN, index_module.FIRST_CHUNK = saved
 
 
 def test_learned_records_expire_and_leave_with_their_instance():
