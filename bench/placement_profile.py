@@ -17,7 +17,6 @@ figure is CPU time of this process per call, the median of five batches.
 """
 
 import argparse
-import io
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import placement, prefix_index  # noqa: E402
 from bench.common import PYTHON, Deployment  # noqa: E402
-from bench.profile import Wsgi, line, per_call_ms, side_by_side  # noqa: E402
+from bench.profile import Wsgi, cprofile_calls, line, per_call_ms, side_by_side  # noqa: E402
 
 
 def inside(args):
@@ -83,27 +82,9 @@ def inside(args):
                                                                  "max_tokens": None, "session_key": None,
                                                                  "exclude": []}), clock.now()), args.calls))
     if args.cprofile:
-        cprofile(place(ids), args.calls)
+        cprofile_calls(place(ids), args.calls, "placements with the prompt as token ids", rows=16)
     wsgi.token = instance_token
     follow(args, wsgi)
-
-
-def cprofile(call, calls):
-    here = str(Path(__file__).resolve().parent)  # this directory holds a "profile" module: cProfile needs the real one
-    sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
-    sys.modules.pop("profile", None)
-    import cProfile
-    import pstats
-
-    print(f"  cProfile of {calls:,} placements with the prompt as token ids, by time of their own", flush=True)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for i in range(calls):
-        call(i)
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(16)
-    print("\n".join("    " + text for text in out.getvalue().splitlines()[6:]), flush=True)
 
 
 def follow(args, wsgi):

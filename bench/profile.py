@@ -193,23 +193,28 @@ def wal_pages(wsgi, bodies):
     print(f"  {'  pages each report writes to the WAL (4 KiB each)':62s} {frames / len(bodies):8.2f}", flush=True)
 
 
-def lane_profile(wsgi, path, bodies, calls):
-    """cProfile of ``calls`` requests to ``path`` through the hot lane: the functions taking the most time of their own."""
+def cprofile_calls(call, calls, what, rows=18):
+    """cProfile of ``call(i)`` for i below ``calls``: the functions taking the most time of their own."""
     here = str(Path(__file__).resolve().parent)  # this file is "profile" on sys.path: cProfile needs the real one
     sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
     sys.modules.pop("profile", None)
     import cProfile
     import pstats
 
-    print(f"  cProfile of {calls:,} POST {path} through the hot lane, by time of their own", flush=True)
+    print(f"  cProfile of {calls:,} {what}, by time of their own", flush=True)
     profiler = cProfile.Profile()
     profiler.enable()
     for i in range(calls):
-        wsgi.call("POST", path, bodies[i], lane=True)
+        call(i)
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(rows)
     print("\n".join("    " + text for text in out.getvalue().splitlines()[6:]), flush=True)
+
+
+def lane_profile(wsgi, path, bodies, calls):
+    """cProfile of ``calls`` requests to ``path`` through the hot lane."""
+    cprofile_calls(lambda i: wsgi.call("POST", path, bodies[i], lane=True), calls, f"POST {path} through the hot lane")
 
 
 def pool_summary(args, wsgi):

@@ -2,8 +2,10 @@
 
 It calls ``step()`` every ``interval_s`` seconds (read on each round, so a
 changed setting takes effect) until ``stop()``; requests never wait for it.
-A failed step (the database away) is logged and tried again next round, and
-its connection closed; the thread's database connections are handled as a
+A failed step is tried again next round, and its connection closed; a
+database outage is logged as every process of ``up`` logs one
+(``controlplane.db_outage``: a line when it starts, one when it ends), any
+other failure with its traceback; the thread's database connections are handled as a
 request's are (``close_old_connections`` each round: an obsolete or broken
 one is closed) and closed when the thread ends. It is started lazily by the
 first request that needs it (``ensure_running``): after a fork, or if it
@@ -17,7 +19,10 @@ import threading
 
 from django.db import close_old_connections, connections
 
+from controlplane.db_outage import Outage, is_database_unavailable
+
 log = logging.getLogger(__name__)
+OUTAGE = Outage("the prefix index copy stays as it was until it is back")
 
 
 class Follower:
@@ -58,8 +63,12 @@ class Follower:
                 close_old_connections()
                 try:
                     self.step()
-                except Exception:  # the next round tries again; a request meanwhile answers from the copy it has
-                    log.exception("%s: a step failed", self.name)
+                    OUTAGE.recovered()
+                except Exception as exc:  # the next round tries again; a request meanwhile answers from the copy it has
+                    if is_database_unavailable(exc):
+                        OUTAGE.failed(exc)
+                    else:
+                        log.exception("%s: a step failed", self.name)
                     connections.close_all()
         finally:
             connections.close_all()  # this thread's own: Django keeps a connection per thread

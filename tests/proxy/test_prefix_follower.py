@@ -5,7 +5,7 @@ import logging
 import threading
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
 from proxy_app.prefix.follower import Follower
@@ -93,3 +93,27 @@ def test_a_failed_round_is_logged_and_the_next_one_tries_again(caplog):
         finally:
             follower.stop()
     assert "the database is away" in caplog.text
+
+
+def test_a_database_outage_is_one_warning_and_one_recovery_line_without_a_traceback(caplog):
+    calls, recovered = [], threading.Event()
+
+    def step():
+        calls.append(1)
+        if len(calls) <= 3:
+            raise OperationalError("connection refused\nIs the server running?")
+        recovered.set()
+
+    follower = Follower("fleetwatch-test-follower", step, lambda: 0.01)
+    with caplog.at_level(logging.INFO):
+        follower.ensure_running()
+        try:
+            assert recovered.wait(10)
+        finally:
+            follower.stop()
+    lines = [record for record in caplog.records if record.name == "fleetwatch.database"]
+    assert len(lines) == 2, [record.getMessage() for record in lines]
+    assert lines[0].getMessage().startswith("database unavailable")
+    assert "connection refused" in lines[0].getMessage() and "Is the server" not in lines[0].getMessage()
+    assert lines[1].getMessage().startswith("database reachable again")
+    assert not any(record.exc_info for record in caplog.records)
