@@ -2,11 +2,9 @@
 each web process's time; beyond it a 429 with ``Retry-After``, in SPEC section 1's envelope.
 
 Route tokens are never rate limited (a router asks once per request it routes), and routers share the web
-processes with the agents' reports. A web process answers one request at a time, in the order they came
-(``up`` runs one thread per process: more threads only queued the reports on the GIL and on SQLite's
-writer lock, bench/README.md "Issue 30"), so a few hundred placements asked at once put seconds of
-placement work in front of every report. A bound on concurrency cannot see that queue from inside one
-thread; a bound on time can: the gate is a token bucket of route time, filled at ``FLEETWATCH_ROUTE_SHARE``
+processes with the agents' reports. A web process's threads share one GIL (``up`` runs
+``FLEETWATCH_WEB_THREADS`` of them so reports can share a commit), so a few hundred placements asked at
+once put seconds of placement work in front of every report. A bound on time per process limits that: the gate is a token bucket of route time, filled at ``FLEETWATCH_ROUTE_SHARE``
 seconds a second and never above ``BURST_S``, from which each admitted request's time is taken. An empty
 bucket refuses at once (after the token and the small body, before any placement work), so a flood costs
 the process its refusals and at most the share, and a report waits behind a few milliseconds of placement,
