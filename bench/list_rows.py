@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CPU of the instance list's rows, in process: this tree against another, side by side (issue 29).
+"""CPU of the answers built from their declarations, in process: this tree against another, side by side (issue 29).
 
     .venv/bin/python bench/list_rows.py --base /path/to/other/tree [--pool-size 1000] [--rounds 2]
 
@@ -10,7 +10,10 @@ the rows are fetched once, and the figures are CPU time per call, the median
 of five batches of 20 calls:
 
 - ``build``: the row builder alone over the fetched rows (no database);
-- ``list``: ``instance_list_json`` (fetch, build, encode: what the view calls).
+- ``list``: ``instance_list_json`` (fetch, build, encode: what the view calls);
+- ``summary``: the pool summary's builder alone over the pool's totals (``build_pool_resource``);
+- ``pool_resource``: ``pool_resource()`` (the columns brought up to date, totals, build: what the link
+  sends each heartbeat and the pages read), 200 calls a batch.
 """
 
 import argparse
@@ -50,6 +53,15 @@ def builder_of(listing, now):
     return listing._ListRows(now).build, fetched
 
 
+def summary_builder():
+    """The tree's pool summary builder (a tree before issue 29's fifth step built it in ``aggregation``)."""
+    try:
+        from proxy_app.pool.answers import build_pool_resource
+    except ImportError:
+        from proxy_app.pool.aggregation import build_pool_resource
+    return build_pool_resource
+
+
 def per_call_ms(function, calls=20, batches=5):
     times = []
     for _ in range(batches):
@@ -67,12 +79,19 @@ def inside():
     from controlplane import clock
     from proxy_app.api import listing
     from proxy_app.models import Instance
+    from proxy_app.pool.summary import pool_resource, pool_totals
 
     now = clock.now()
     build, fetched = builder_of(listing, now)
     queryset = Instance.objects.all()
     assert len(build(fetched)) == len(fetched) == Instance.objects.count()
-    print(f"{per_call_ms(lambda: build(fetched)):.3f} {per_call_ms(lambda: listing.instance_list_json(queryset, now)):.3f}")
+    totals, build_summary = pool_totals(now), summary_builder()
+    summary = build_summary(totals, now=now, ttl_s=30, capacity=8, proxy_id="bench")
+    assert summary["instances"]["total"] == pool_resource(now)["instances"]["total"] == len(fetched)
+    figures = (per_call_ms(lambda: build(fetched)), per_call_ms(lambda: listing.instance_list_json(queryset, now)),
+               per_call_ms(lambda: build_summary(totals, now=now, ttl_s=30, capacity=8, proxy_id="bench"), 2000),
+               per_call_ms(lambda: pool_resource(now), 200))
+    print(" ".join(f"{figure:.4f}" for figure in figures))
 
 
 def main():
@@ -104,10 +123,14 @@ def main():
                     raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
                 figures[name].append(tuple(map(float, result.stdout.split())))
         print(f"{args.pool_size:,} instances on SQLite; CPU per call, ms (median of 5 batches of 20), by round")
-        for index, what in enumerate(("row builder alone", "instance_list_json (fetch, build, encode)")):
-            cells = "  ".join(f"{name}: " + " / ".join(f"{round_[index]:.2f}" for round_ in rounds)
+        whats = ("row builder alone", "instance_list_json (fetch, build, encode)", "pool summary builder alone",
+                 "pool_resource() (columns, totals, build)")
+        for index, what in enumerate(whats):
+            digits = 2 if index < 2 else 4
+            cells = "  ".join(f"{name}: " + " / ".join(f"{round_[index]:.{digits}f}" for round_ in rounds)
                               for name, rounds in figures.items())
             print(f"  {what:44s} {cells}")
+        print("(the last two in ms too: per call, median of 5 batches of 2,000 and of 200 calls)")
     finally:
         deployment.cleanup()
 

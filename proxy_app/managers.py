@@ -92,8 +92,3 @@ class SchedulerLinkStateManager(models.Manager):
             raise
         except Exception:
             log.exception("scheduler link: could not record the outcome")
-
-    def status_of(self, proxy_id):
-        """What ``/debug/status`` shows about the link (None when it never ran)."""
-        state = self.filter(proxy_id=proxy_id).first()
-        return state.as_dict() if state else None

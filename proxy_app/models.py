@@ -180,20 +180,6 @@ class SchedulerLinkState(models.Model):
 
     objects = SchedulerLinkStateManager()
 
-    def as_dict(self):
-        return {
-            "proxy_id": self.proxy_id,
-            "scheduler_url": self.scheduler_url,
-            "registered": self.registered,
-            "heartbeat_interval_s": self.heartbeat_interval_s,
-            "last_action": self.last_action,
-            "last_attempt_at": self.last_attempt_at,
-            "last_ok_at": self.last_ok_at,
-            "last_error_at": self.last_error_at,
-            "last_error": self.last_error or None,
-            "consecutive_failures": self.consecutive_failures,
-        }
-
 
 # --- the pool's prefix index (SPEC 15.4, ``proxy_app.prefix``) -------------------------------
 

@@ -6,10 +6,11 @@ from rest_framework.response import Response
 
 from controlplane import clock
 from controlplane.api.hot_path import ok_response
+from controlplane.api.rows import RowShape
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
-from scheduler_app.openapi import fleet_debug_schema, proxy_schema
+from scheduler_app.openapi import ProxyRegistered, fleet_debug_schema, proxy_schema
 from scheduler_app.serializers import (
     POOL_RESOURCE_ROW,
     HeartbeatSerializer,
@@ -20,6 +21,8 @@ from scheduler_app.serializers import (
 
 # The original's FastAPI HTTPException body; its proxies re-register on it.
 NOT_REGISTERED = {"detail": "proxy_id not registered"}
+# The register answer, built from the serializer the schema publishes (``controlplane.api.rows``).
+REGISTERED = RowShape(ProxyRegistered, json_as_text=False).answer_builder()
 
 
 def proxies_in_view(request, include_dead_default, now):
@@ -38,11 +41,8 @@ class ProxyViewSet(ControlPlaneViewSet):
     def register(self, request):
         data = self.validated(RegisterSerializer)
         proxy = Proxy.objects.register(now=clock.now(), **data)
-        return Response({
-            "proxy_id": proxy.proxy_id,
-            "heartbeat_interval_s": Proxy.heartbeat_interval_wire(),
-            "ttl_s": Proxy.ttl_s(),
-        })
+        return Response(REGISTERED(proxy_id=proxy.proxy_id, heartbeat_interval_s=Proxy.heartbeat_interval_wire(),
+                                   ttl_s=Proxy.ttl_s()))
 
     @action(detail=False, methods=["post"])
     def heartbeat(self, request):

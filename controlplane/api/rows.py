@@ -8,7 +8,9 @@ out (the liveness status, the fence, a score). A key declared without
 ``reads`` is the column of its own name (under a nested row's ``prefix``);
 a list or object key the JSON text stored in it, spliced into the answer as
 an ``orjson.Fragment``, never decoded (``json_as_text=False``: the column
-as Django decodes it).
+as Django decodes it). A ``Const`` key is its constant; a nested row read
+from an explicit column (``reads(Nested(), "column")``) is that column's
+value as it is (an object built elsewhere by its own shape, or null).
 
 ``RowShape`` compiles the serializer once into the query's columns and one
 function that builds a batch of rows. The function is written out as source
@@ -18,6 +20,13 @@ its value read by position, a call shared by two keys made once. A loop over
 (key, getter) pairs cost 40 % more per row than the hand-written builder it
 replaces (some 7 % of the whole list); this costs what that builder did
 (``bench/list_rows.py``, bench/README.md).
+
+An answer that is not rows of a query (a register's answer, ``/debug/status``,
+the pool summary) is built by the same compiled function over one row:
+``answer_builder()`` gives ``answer(**values)``, whose keyword parameters are
+the declaration's columns, so a value it does not read, or one it reads and
+was not given, is a ``TypeError``; its keys, their order and every value
+worked out (``reads(…, using=…)``) come from the declaration as a row's do.
 """
 
 import re
@@ -26,6 +35,7 @@ from django.db import models
 from orjson import Fragment
 from rest_framework import serializers
 
+from controlplane.api.schema.parts import Const
 from controlplane.endpoints.models import JSONTextField
 from controlplane.series.queries import as_text
 
@@ -145,6 +155,16 @@ class RowShape:
         assert not missing, f"{self.serializer_class.__name__} needs {sorted(missing)}"
         return self._make(**{name: context[name] for name in self.names})
 
+    def answer_builder(self, **context):
+        """``answer(**values)``: the one answer of keyword ``values``, one per column (``columns``), each
+        value what the column would have fetched; ``context`` as for ``builder``."""
+        assert "build" not in self.columns, "a column named as the builder"
+        columns = ", ".join(self.columns)
+        source = f"def answer(*, {columns}):\n    return build((({columns},),))[0]"
+        namespace = {"build": self.builder(**context)}
+        exec(compile(source, f"<answer {self.serializer_class.__name__}>", "exec"), namespace)
+        return namespace["answer"]
+
     def _display(self, serializer_class, prefix):
         """The source of one row's dict of ``serializer_class``: a dict display, or for the one with the most
         plain columns (``PRESIZED_FROM`` or more), fetched first, a presized dict copied and filled by
@@ -153,7 +173,8 @@ class RowShape:
         leading, following = [], []
         for key, field in serializer_class().fields.items():
             read = getattr(declared.get(key), "row_read", None) or Read()
-            if isinstance(field, serializers.BaseSerializer) and read.using is None and read.value is NOT_CONSTANT:
+            nested = not read.columns and read.using is None and read.value is NOT_CONSTANT
+            if isinstance(field, serializers.BaseSerializer) and nested:
                 value = self._display(type(field), prefix + read.prefix)
             else:
                 json = self.json_as_text and _holds_json(serializer_class, key, field)
@@ -178,6 +199,8 @@ class RowShape:
     def _value(self, key, field, read, prefix, json):
         if read.value is not NOT_CONSTANT:
             return self._constant(read.value)
+        if isinstance(field, Const):
+            return self._constant(field.value)
         columns = read.columns or ((Text(prefix + key) if json else prefix + key),)
         arguments = ", ".join(f"row[{self._position(column)}]" for column in columns)
         using = read.using or (Fragment if json else None)

@@ -7,12 +7,17 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
+from controlplane.api.rows import RowShape
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app.api.listing import instance_list_json
 from proxy_app.api.openapi import instance_schema
+from proxy_app.api.openapi.answers import InstanceRegistered
 from proxy_app.api.serializers import RegisterSerializer
 from proxy_app.models import Instance
 from proxy_app.ops.history import INSTANCES
+
+# The register answer, built from the serializer the schema publishes (``controlplane.api.rows``).
+REGISTERED = RowShape(InstanceRegistered, json_as_text=False).answer_builder()
 
 
 @instance_schema
@@ -25,12 +30,10 @@ class InstanceViewSet(ControlPlaneViewSet):
     def register(self, request):
         data = self.validated(RegisterSerializer)
         instance = Instance.objects.register(now=clock.now(), **data)
-        return Response({
-            "instance_id": instance.instance_id,
-            "heartbeat_interval_s": Instance.heartbeat_interval_s(),
-            "ttl_s": Instance.ttl_s(),
-            "capability_fingerprint": instance.capability_fingerprint,
-        })
+        return Response(REGISTERED(
+            instance_id=instance.instance_id, heartbeat_interval_s=Instance.heartbeat_interval_s(),
+            ttl_s=Instance.ttl_s(), capability_fingerprint=instance.capability_fingerprint,
+        ))
 
     @action(detail=False, methods=["get"], url_path="list")
     def list_instances(self, request):

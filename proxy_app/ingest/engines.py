@@ -2,8 +2,8 @@
 
 Pure functions, no database, no clock. ``engine_columns`` reads one
 snapshot's list defensively (any agent version, any garbage: a value that is
-not a finite number is null, never 0); ``engine_section`` builds the pool
-summary's ``engine`` section from the totals ``proxy_app.pool.columns`` reduces;
+not a finite number is null, never 0); ``model_counts`` ranks the models of
+the pool summary's ``engine`` section (``proxy_app.pool.answers``);
 ``engine_pressure`` and ``saturation`` are the one formula of an engine's load.
 """
 
@@ -146,7 +146,8 @@ def saturation(requests_waiting, kv_cache_usage_ratio, waiting_scale, kv_scale):
 
 
 def model_counts(groups):
-    """``models`` of the pool summary from ``(engine_models, instances, requests_waiting_total)`` groups.
+    """``(model, instances, requests_waiting_total)`` of the pool summary's ``models``, from
+    ``(engine_models, instances, requests_waiting_total)`` groups.
 
     An instance serving several models counts under each, with its whole
     queue (its snapshot does not say which model the queue is for). At most
@@ -155,35 +156,9 @@ def model_counts(groups):
     counts = {}
     for models, instances, waiting in groups:
         for model in models or ():
-            entry = counts.setdefault(model, {"model": model, "instances": 0, "requests_waiting_total": None})
-            entry["instances"] += instances
+            counted, queued = counts.get(model, (0, None))
             if waiting is not None:
-                entry["requests_waiting_total"] = (entry["requests_waiting_total"] or 0) + int(waiting)
-    ranked = sorted(counts.values(), key=lambda entry: (-entry["instances"], entry["model"]))
-    return ranked[:MAX_MODELS]
-
-
-def engine_section(totals, model_groups):
-    """The pool summary's ``engine`` section (SPEC 13) from ``proxy_app.pool.summary``'s engine totals.
-
-    ``totals``: ``instances_with_engine``, ``instances_engine_ok``,
-    ``requests_running_total``, ``requests_waiting_total``,
-    ``kv_cache_usage_avg``, ``kv_cache_usage_max``,
-    ``kv_cache_capacity_tokens_total``, ``ttft_p95_max_s``, ``saturation``
-    over the reporting instances; each null where no instance had the input.
-    """
-    def whole(name):
-        value = totals[name]
-        return None if value is None else int(value)
-
-    return {
-        "instances_with_engine": int(totals["instances_with_engine"] or 0),
-        "requests_running_total": whole("requests_running_total"),
-        "requests_waiting_total": whole("requests_waiting_total"),
-        "kv_cache_usage_avg": totals["kv_cache_usage_avg"],
-        "kv_cache_usage_max": totals["kv_cache_usage_max"],
-        "kv_cache_capacity_tokens_total": whole("kv_cache_capacity_tokens_total"),
-        "ttft_p95_max_s": totals["ttft_p95_max_s"],
-        "saturation": totals["saturation"],
-        "models": model_counts(model_groups) if totals["instances_with_engine"] else None,
-    }
+                queued = (queued or 0) + int(waiting)
+            counts[model] = (counted + instances, queued)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    return [(model, instances, waiting) for model, (instances, waiting) in ranked[:MAX_MODELS]]

@@ -28,11 +28,12 @@ from controlplane.pages.kit import EntryDashboard
 from controlplane.pages.lists import STATE, ListQuery, Sort
 from controlplane.series.pool_summary import pool_view
 from proxy_app.api.listing import instance_rows
-from proxy_app.models import Instance, SchedulerLinkState
+from proxy_app.models import Instance
 from proxy_app.ops.history import INSTANCES, POOL, latest_pool_resource
 from proxy_app.pages import placement_panel
 from proxy_app.pages.host_view import host_view
 from proxy_app.placement import fence_store
+from proxy_app.pool.answers import link_status
 from proxy_app.pool.summary import pool_resource, proxy_id
 
 # The recorder writes a summary every second; an older one means it is not running.
@@ -115,7 +116,7 @@ class PoolPages(EntryDashboard):
                               capacity_configured=settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED),
             "generated_at": summary.get("generated_at"),
             "counts": self.status_counts(now),
-            "link": SchedulerLinkState.objects.status_of(this_proxy),
+            "link": link_status(this_proxy),
             "ttl_s": Instance.ttl_s(),
         }
 

@@ -4,7 +4,7 @@ from django.conf import settings
 
 from controlplane import clock
 from proxy_app.models import Instance
-from proxy_app.pool.aggregation import build_pool_resource
+from proxy_app.pool.answers import build_pool_resource
 from proxy_app.pool.columns import LEDGER
 
 

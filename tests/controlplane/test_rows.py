@@ -7,6 +7,7 @@ import pytest
 from rest_framework import serializers
 
 from controlplane.api.rows import RowShape, always, reads
+from controlplane.api.schema.parts import Const
 
 
 class Load(serializers.Serializer):
@@ -71,3 +72,29 @@ def test_it_reads_each_column_once_however_many_keys_read_it():
 def test_it_refuses_a_builder_without_a_function_the_declaration_names():
     with pytest.raises(AssertionError, match="judge"):
         RowShape(Row).builder()
+
+
+class Answer(serializers.Serializer):
+    ok = Const(True)
+    total = serializers.IntegerField()
+    alive = serializers.IntegerField()
+    stale = reads(serializers.IntegerField(), "total", "alive", using=lambda total, alive: total - alive)
+    link = reads(Load(allow_null=True), "link")  # a nested row read from a column: its value as given
+    load = Load()
+
+
+def test_it_builds_one_answer_of_keyword_values_one_per_column():
+    answer = RowShape(Answer, json_as_text=False).answer_builder()
+    built = answer(total=5, alive=3, link=None, inflight=2)
+    assert list(built) == ["ok", "total", "alive", "stale", "link", "load"]
+    assert built == {"ok": True, "total": 5, "alive": 3, "stale": 2, "link": None, "load": {"inflight": 2}}
+    assert answer(total=1, alive=1, link={"inflight": 9}, inflight=None)["link"] == {"inflight": 9}
+
+
+@pytest.mark.parametrize("values", [
+    {"total": 5, "alive": 3, "link": None},  # a column not given
+    {"total": 5, "alive": 3, "link": None, "inflight": 2, "stale": 2},  # a value the declaration does not read
+])
+def test_an_answer_refuses_values_that_are_not_its_columns(values):
+    with pytest.raises(TypeError):
+        RowShape(Answer, json_as_text=False).answer_builder()(**values)

@@ -1,13 +1,14 @@
 """``build_pool_resource``: every rule of SPEC 5 over plain totals dicts.
 
-No database and no clock: ``totals`` is what ``Instance.objects.pool_totals``
+No database and no clock: ``totals`` is what ``PoolColumns.totals``
 returns, written out by hand.
 """
 
 import pytest
 
 from controlplane.figures import ratio
-from proxy_app.pool.aggregation import build_pool_resource, quality
+from proxy_app.pool.aggregation import quality
+from proxy_app.pool.answers import build_pool_resource
 
 NOW = 1767225600.0
 
@@ -359,3 +360,16 @@ def test_it_calls_the_engine_source_unavailable_when_no_engine_is_ok():
     assert summary["metric_source"]["engine"] == "unavailable"
     assert summary["metric_quality"]["engine"] == "missing"
     assert summary["engine"]["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": None}]
+
+
+def test_it_hands_the_engine_counts_over_as_ints():
+    # The columns' sums are floats; the schema says these are integers.
+    summary = healthy(n=2, instances_with_engine=2.0, instances_engine_ok=2, requests_running_total=3.0,
+                      requests_waiting_total=9.0, kv_cache_capacity_tokens_total=4096.0, saturation=0.5,
+                      engine_model_groups=[(["tiny"], 2, 9.0)])
+    engine = summary["engine"]
+    for key in ("instances_with_engine", "requests_running_total", "requests_waiting_total",
+                "kv_cache_capacity_tokens_total"):
+        assert isinstance(engine[key], int), key
+    assert engine["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": 9}]
+    assert isinstance(engine["models"][0]["requests_waiting_total"], int)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from proxy_app.ingest.engines import engine_columns, engine_pressure, engine_section, model_counts, saturation
+from proxy_app.ingest.engines import engine_columns, engine_pressure, model_counts, saturation
 from tests.factories import T0_MS, make_engine, make_failed_engine
 
 TS = T0_MS
@@ -91,24 +91,8 @@ def test_it_is_the_same_formula_over_columns_as_over_one_engine():
 
 def test_it_counts_models_most_instances_first_an_instance_under_each_of_its_models():
     groups = [(["llama"], 3, 7), (["llama", "mistral"], 1, 2), (["qwen"], 4, None)]
-    assert model_counts(groups) == [
-        {"model": "llama", "instances": 4, "requests_waiting_total": 9},
-        {"model": "qwen", "instances": 4, "requests_waiting_total": None},
-        {"model": "mistral", "instances": 1, "requests_waiting_total": 2},
-    ]
+    assert model_counts(groups) == [("llama", 4, 9), ("qwen", 4, None), ("mistral", 1, 2)]
     assert len(model_counts([([f"m{n:02}"], 1, 0) for n in range(40)])) == 32
-
-
-def test_it_builds_the_pool_engine_section_with_null_where_no_instance_had_an_engine():
-    empty = dict.fromkeys(("requests_running_total", "requests_waiting_total", "kv_cache_usage_avg",
-                           "kv_cache_usage_max", "kv_cache_capacity_tokens_total", "ttft_p95_max_s", "saturation"))
-    section = engine_section({**empty, "instances_with_engine": 0, "instances_engine_ok": 0}, [])
-    assert section == {**empty, "instances_with_engine": 0, "models": None}
-    totals = {**empty, "instances_with_engine": 2, "instances_engine_ok": 2, "requests_waiting_total": 9.0,
-              "saturation": 0.5}
-    section = engine_section(totals, [(["tiny"], 2, 9)])
-    assert section["requests_waiting_total"] == 9 and isinstance(section["requests_waiting_total"], int)
-    assert section["models"] == [{"model": "tiny", "instances": 2, "requests_waiting_total": 9}]
 
 
 def test_it_lists_the_running_loras_of_the_ok_engines_only():

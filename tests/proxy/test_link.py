@@ -10,6 +10,7 @@ import requests
 from controlplane.api.tokens import ApiToken
 from controlplane.endpoints.liveness import Status
 from proxy_app.models import Instance, SchedulerLinkState
+from proxy_app.pool.answers import link_status
 from proxy_app.pool.link import ProxyLink
 from scheduler_app.models import PoolResourceSample, Proxy
 
@@ -109,7 +110,7 @@ def test_its_outcome_shows_on_debug_status(link, live_server):
     assert status["last_action"] == "register"
     assert status["consecutive_failures"] == 0
     assert status["last_ok_at"] is not None
-    assert SchedulerLinkState.objects.status_of("pool-a") == status
+    assert link_status("pool-a") == status
 
 
 def test_it_unregisters_on_shutdown(link):

@@ -1,15 +1,23 @@
-"""The Proxy API's answers as OpenAPI: the compat answers, the debug answers, the pool summary
-(SPEC 3, 5, 9); the instance rows are ``rows``', which their builders read too."""
+"""The Proxy API's answers as OpenAPI: the compat answers, the debug answers (SPEC 3, 5, 9).
 
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
+The instance rows are ``rows``'; the pool summary and the link's state are
+``proxy_app.pool.answers``' (the link, the pages and the recorder build them
+too). The register answer (``InstanceRegistered``) and ``/debug/status``
+(``ProxyStatus``) are built from these serializers by ``RowShape.answer_builder``
+(``controlplane.api.rows``), so each key is declared here and nowhere else.
+"""
+
+import operator
+
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from controlplane.api.schema.answers import OkBody, history_answer, nullable_integer, nullable_number
+from controlplane.api.rows import reads
+from controlplane.api.schema.answers import OkBody, history_answer
 from controlplane.api.schema.parts import Const
-from controlplane.endpoints.admission import Admission
 from proxy_app.api.openapi.rows import InstanceLoadRow, InstanceResourceRow, fingerprint_field
 from proxy_app.models import InstanceSample, PoolResource
-from proxy_app.pool.aggregation import SCHEMA_VERSION
+from proxy_app.pool.answers import PoolMetricQuality, PoolMetricSource, PoolResourceSummary, SchedulerLink
 from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE
 
 
@@ -64,34 +72,20 @@ INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id", "InstancePoi
 POOL_HISTORY = history_answer("PoolHistory", "proxy_id", "PoolPoint", PoolResource)
 
 
-class SchedulerLink(serializers.Serializer):
-    """The last outcome of this Proxy's link to the Scheduler (SPEC 7)."""
-
-    proxy_id = serializers.CharField()
-    scheduler_url = serializers.CharField()
-    registered = serializers.BooleanField()
-    heartbeat_interval_s = nullable_number()
-    last_action = serializers.CharField(allow_blank=True)
-    last_attempt_at = nullable_number("Epoch seconds.")
-    last_ok_at = nullable_number("Epoch seconds.")
-    last_error_at = nullable_number("Epoch seconds.")
-    last_error = serializers.CharField(allow_null=True)
-    consecutive_failures = serializers.IntegerField()
-
-
 class ProxyStatus(serializers.Serializer):
     ok = Const(True)
     ttl_s = serializers.IntegerField()
     alive_instances = serializers.IntegerField()
     total_instances = serializers.IntegerField()
-    expired_instances = serializers.IntegerField(help_text="total − alive.")
+    expired_instances = reads(serializers.IntegerField(help_text="total − alive."), "total_instances",
+                              "alive_instances", using=operator.sub)
     sample_ids = serializers.ListField(child=serializers.CharField(), help_text="Up to 10 ids of alive instances.")
     proxy_id = serializers.CharField()
-    scheduler_link = SchedulerLink(allow_null=True, help_text="Null until the link has run.")
+    scheduler_link = reads(SchedulerLink(allow_null=True, help_text="Null until the link has run."), "scheduler_link")
 
 
 class InstanceResources(serializers.Serializer):
-    instances = InstanceResourceRow(many=True)
+    instances = reads(InstanceResourceRow(many=True), "instances")
 
 
 class LoadSources(serializers.Serializer):
@@ -103,121 +97,18 @@ class LoadSources(serializers.Serializer):
 class InstanceLoads(serializers.Serializer):
     ok = Const(True)
     ttl_s = serializers.IntegerField()
-    generated_at = serializers.FloatField(help_text="Epoch seconds.")
+    generated_at = reads(serializers.FloatField(help_text="Epoch seconds."), "now")
     metric_source = LoadSources()
-    instances = InstanceLoadRow(many=True)
-
-
-# pool_resource (SPEC 5)
-
-QUALITY = ["missing", "partial", "complete"]
-ADMISSION = Admission.values
-
-
-def counts(*names):
-    return {name: serializers.IntegerField(min_value=0) for name in names}
-
-
-PoolInstances = type("PoolInstances", (serializers.Serializer,), {
-    "__doc__": "Counts: stale = total − alive; missing_resource = alive − with_resource; the admission "
-               "states count reporting instances.",
-    **counts("total", "alive", "stale", "with_resource", "missing_resource", *ADMISSION),
-})
-
-
-class PoolLoad(serializers.Serializer):
-    inflight_total = nullable_integer("Sum over alive instances; null when none reports it.")
-    qps_1m_total = nullable_number("Sum over alive instances; null when none reports it.")
-    capacity = serializers.IntegerField(help_text="FLEETWATCH_PROXY_CAPACITY; 0 when unset.")
-    load_ratio = nullable_number("inflight_total / capacity; null without either.")
-    prepare_queue_depth = nullable_integer("Always null: this project has no request queue.")
-    ready_queue_depth = nullable_integer("Always null: this project has no request queue.")
-    queue_pressure = nullable_number("Always null: this project has no request queue.")
-
-
-UTILIZATION = ("cpu_avg", "cpu_max", "memory_used_mb", "memory_total_mb", "memory_used_ratio",
-               "memory_free_ratio_min", "gpu_util_avg", "gpu_util_max", "gpu_mem_used_mb", "gpu_mem_total_mb",
-               "gpu_mem_used_ratio", "network_rx_mbps_total", "network_tx_mbps_total")
-PoolUtilization = type("PoolUtilization", (serializers.Serializer,), {
-    "__doc__": "Over reporting instances; each null when none has the input, a ratio null over a zero.",
-    **{name: nullable_number() for name in UTILIZATION},
-    "gpu_count_total": nullable_integer(),
-})
-PoolFreshness = type("PoolFreshness", (serializers.Serializer,), {
-    "__doc__": "now − resource_reported_at over reporting instances, seconds; all null when none.",
-    **{name: nullable_number() for name in ("min", "avg", "max")},
-})
-METRIC_SOURCES = ("instances", "resource", "inflight_total", "qps_1m_total", "load_ratio", "capacity",
-                  "prepare_queue_depth", "ready_queue_depth", "queue_pressure", "utilization",
-                  "pool_admission_state", "resource_freshness_s", "engine")
-PoolMetricSource = type("PoolMetricSource", (serializers.Serializer,), {
-    "__doc__": "Where each value came from, or `unavailable` when it is null for lack of data.",
-    **{name: serializers.CharField() for name in METRIC_SOURCES},
-})
-
-
-@extend_schema_field({"type": "string", "enum": QUALITY, "description": "q(p, e) of SPEC 5: `missing` if e ≤ 0 or "
-                      "p ≤ 0, `complete` if p ≥ e, else `partial`."}, component_name="Coverage")
-class Coverage(serializers.CharField):
-    pass
-
-
-class PoolMetricQuality(serializers.Serializer):
-    """How much of each metric the pool's instances gave."""
-
-    resource = Coverage(help_text="q(with_resource, alive).")
-    load = Coverage(help_text="q(non-null inflight + non-null qps, 2 × alive).")
-    queue = Coverage(help_text="Always `missing`: this project has no request queue.")
-    engine = Coverage(help_text="q(instances with an ok engine, alive).")
-
-
-class PoolEngineModel(serializers.Serializer):
-    model = serializers.CharField()
-    instances = serializers.IntegerField(min_value=0)
-    requests_waiting_total = nullable_integer("The whole queue of each instance serving the model.")
-
-
-class PoolEngine(serializers.Serializer):
-    """The serving engines of the pool (SPEC 13), over reporting instances' `ok` engines; null where no input."""
-
-    instances_with_engine = serializers.IntegerField(min_value=0)
-    requests_running_total = nullable_integer()
-    requests_waiting_total = nullable_integer()
-    kv_cache_usage_avg = nullable_number()
-    kv_cache_usage_max = nullable_number()
-    kv_cache_capacity_tokens_total = nullable_integer()
-    ttft_p95_max_s = nullable_number()
-    saturation = nullable_number("Mean of min(1, max(waiting ÷ FLEETWATCH_SATURATION_WAITING, kv usage ÷ "
-                                 "FLEETWATCH_SATURATION_KV)) over instances with an ok engine.")
-    models = PoolEngineModel(many=True, allow_null=True, help_text="Up to 32, most instances first.")
-
-
-class PoolResourceSummary(serializers.Serializer):
-    """The compact pool summary (SPEC 5) this Proxy computes and sends to the Scheduler."""
-
-    schema_version = Const(SCHEMA_VERSION)
-    proxy_id = serializers.CharField()
-    generated_at = serializers.FloatField(help_text="Epoch seconds.")
-    ttl_s = serializers.IntegerField()
-    instances = PoolInstances()
-    load = PoolLoad()
-    utilization = PoolUtilization()
-    resource_freshness_s = PoolFreshness()
-    pool_admission_state = serializers.ChoiceField(choices=ADMISSION)
-    pool_admission_reason = serializers.CharField(help_text="\"<a> accepting, <d> degraded, <r> rejecting, "
-                                                            "<alive> alive\".")
-    engine = PoolEngine()
-    metric_source = PoolMetricSource()
-    metric_quality = PoolMetricQuality()
+    instances = reads(InstanceLoadRow(many=True), "instances")
 
 
 class PoolResourceAnswer(serializers.Serializer):
     ok = Const(True)
-    pool_resource = PoolResourceSummary()
+    pool_resource = reads(PoolResourceSummary(), "pool_resource")
 
 
 class PoolResourceSources(serializers.Serializer):
     ok = Const(True)
-    metric_source = PoolMetricSource()
-    metric_quality = PoolMetricQuality()
+    metric_source = reads(PoolMetricSource(), "metric_source")
+    metric_quality = reads(PoolMetricQuality(), "metric_quality")
     null_semantics = serializers.CharField()
