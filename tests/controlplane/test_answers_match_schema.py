@@ -75,7 +75,9 @@ def test_every_answer_of_the_proxy_matches_its_schema(answers, frozen):
     answers.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 8000,
                                            "capabilities": make_capabilities()})
     answers.post("/v1/instance/register", {"instance_id": None, "host": "10.0.0.2", "port": 8000})
-    snapshot = {"instance_id": "i-1", "snapshot": make_snapshot(gpus=[make_gpu(0), make_gpu(1)]),
+    # An engine with LoRA adapters running: the rows' engine_models and engine_loras are lists.
+    engine = make_engine(scraped_at_ms=T0_MS, lora={"max": 4, "running": ["sql-lora"], "waiting": []})
+    snapshot = {"instance_id": "i-1", "snapshot": make_snapshot(gpus=[make_gpu(0), make_gpu(1)], engines=[engine]),
                 "metadata": {"report_seq": 5}}
     assert answers.post("/v1/instance/resource_snapshot", snapshot).json() == {"ok": True}
     late = {**snapshot, "metadata": {"report_seq": 4}}

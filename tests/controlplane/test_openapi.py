@@ -104,6 +104,14 @@ def test_it_declares_the_snapshot_body_checked_by_hand(schema):
                                            "agent_snapshot_timestamp_ms", "report_seq"}
 
 
+def test_it_declares_the_resources_json_columns_as_the_lists_they_answer(schema):
+    # engine_loras was a string here (the model's text column) while every answer has a list.
+    properties = schema["components"]["schemas"]["InstanceResourceFigures"]["properties"]
+    for key in ("engine_models", "engine_loras"):
+        assert properties[key]["type"] == "array" and properties[key]["items"] == {"type": "string"}, key
+        assert properties[key]["nullable"] is True, key
+
+
 def test_it_serves_the_schema_and_the_docs_page_without_a_cdn(client):
     schema = client.get("/api/schema/", {"format": "json"})
     assert schema.status_code == 200

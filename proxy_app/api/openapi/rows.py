@@ -59,6 +59,9 @@ class InstanceResourceFigures(serializers.ModelSerializer):
     engine_models = serializers.ListField(child=serializers.CharField(), allow_null=True, read_only=True,
                                           help_text="The engines' model names, sorted and distinct; null without "
                                                     "engines.")
+    engine_loras = serializers.ListField(child=serializers.CharField(), allow_null=True, read_only=True,
+                                         help_text="The LoRA adapters the ok engines run, sorted and distinct (at most "
+                                                   "64); null without engines.")
 
     class Meta:
         model = InstanceResource
