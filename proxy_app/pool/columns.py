@@ -105,7 +105,7 @@ class PoolColumns:
         self.columns.models = renumbered
 
     def totals(self, now, ttl_s, waiting_scale, kv_scale):
-        """The raw inputs of pool_resource (``proxy_app.pool.aggregation.build_pool_resource``).
+        """The raw inputs of pool_resource (``proxy_app.pool.answers``: every key a column it reads).
 
         Each aggregate runs over the non-null values of its column in the rows it is over: one mask
         for the whole table, then one pass per kind of reduction over every column at once.
@@ -154,7 +154,7 @@ class PoolColumns:
 
 
 # (alias, reduction, column) over the reporting instances' non-null values; the aliases are
-# ``build_pool_resource``'s keys.
+# columns the pool summary's declaration reads (``proxy_app.pool.answers``).
 AGGREGATES = (
     ("cpu_avg", "avg", "cpu_util"), ("cpu_max", "max", "cpu_util"),
     ("memory_used_mb", "sum", "memory_used_mb"), ("memory_total_mb", "sum", "memory_total_mb"),
