@@ -38,7 +38,7 @@ def inside(args):
 
     from controlplane import clock
     from proxy_app.api.placement import decide, prompt_keys_of, request_of
-    from proxy_app.api.serializers import PlacementSerializer
+    from proxy_app.api.serializers import PLACEMENT_BODY
     from proxy_app.placement.candidates import BOARD
     from proxy_app.prefix.keeper import PREFIX
 
@@ -66,11 +66,11 @@ def inside(args):
     line("  the same prompt as prompt_block_keys (256 keys)", as_keys, f"{as_keys / healthz:.2f}× /healthz")
     raw = [body.encode() for body in ids]
     parsed = [orjson.loads(body) for body in raw]
-    checked = [PlacementSerializer().to_internal_value(data) for data in parsed]
+    checked = [PLACEMENT_BODY(data) for data in parsed]
     prompts = [prompt_keys_of(data) for data in checked]
     line("    orjson.loads of the body", per_call_ms(lambda i: orjson.loads(raw[i % len(raw)]), args.calls))
-    line("    PlacementSerializer().to_internal_value (the check)", per_call_ms(
-        lambda i: PlacementSerializer().to_internal_value(parsed[i % len(parsed)]), args.calls))
+    line("    PLACEMENT_BODY (the check, BodyChecks)", per_call_ms(lambda i: PLACEMENT_BODY(parsed[i % len(parsed)]),
+                                                         args.calls))
     line("    the SPEC 15.1 keys (prompt_keys_of)", per_call_ms(lambda i: prompt_keys_of(checked[i % len(checked)]),
                                                              args.calls))
     line("    the index lookup (PREFIX.hits, 256 keys)", per_call_ms(

@@ -9,7 +9,7 @@ from controlplane.endpoints.boards import PlacementKeeper
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import placement_schema
 from scheduler_app.placement import PoolBoard, PoolCandidate, PoolPolicy, PoolRequest
-from scheduler_app.serializers import PoolPlacementSerializer
+from scheduler_app.serializers import POOL_PLACEMENT_BODY
 
 FIELDS = ("proxy_id", "host", "port", "last_seen_at", "pool_resource_reported_at",
           "pool_resource__pool_admission_state", "pool_resource__engine__saturation",
@@ -70,7 +70,7 @@ def pool_placement_body(decision, now):
 class PoolPlacementView(PlacementView):
     """``POST /v1/proxy/placement``: which pool of the fleet a request should go to."""
 
-    body_serializer = PoolPlacementSerializer
+    body_checks = POOL_PLACEMENT_BODY
 
     def answer(self, data):
         now = clock.now()

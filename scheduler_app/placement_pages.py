@@ -16,7 +16,7 @@ from controlplane.pages.layout import id_url, render_page
 from scheduler_app.models import Proxy
 from scheduler_app.placement import PoolRequest
 from scheduler_app.placement_api import BOARD, FIELDS, candidate_of, pool_candidate_answer, pool_placement_body
-from scheduler_app.serializers import PoolPlacementSerializer
+from scheduler_app.serializers import POOL_PLACEMENT_BODY
 
 
 def served_models():
@@ -31,7 +31,7 @@ def panel_context(query, now):
     """What ``fleet/_placement_result.html`` shows for the query string ``query`` at ``now``."""
     form = placement.form_of(query, ("model",))
     context = {"form": form, "now": now, "refresh_url": placement.refresh_url(reverse("fleet-placement"), form)}
-    data, error = placement.validated(PoolPlacementSerializer, {"model": form["model"] or None, "count": form["count"]})
+    data, error = placement.validated(POOL_PLACEMENT_BODY, {"model": form["model"] or None, "count": form["count"]})
     if error is not None:
         return {**context, "error": error}
     decision = BOARD.decide(PoolRequest(model=data["model"], count=data["count"]), now, dry_run=True)

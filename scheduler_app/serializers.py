@@ -4,7 +4,14 @@ import uuid
 
 from rest_framework import serializers
 
-from controlplane.api.fields import JSONObjectField, ListOrNull, StrictCharField, StrictFloatField, StrictIntegerField
+from controlplane.api.fields import (
+    BodyChecks,
+    JSONObjectField,
+    ListOrNull,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+)
 from controlplane.api.placement import PlacementBodyBase
 from controlplane.api.rows import RowShape, alive_field, reads
 from controlplane.api.schema.answers import RegisteredEntryRow, nullable_integer, nullable_number
@@ -96,3 +103,7 @@ class PoolPlacementSerializer(PlacementBodyBase):
     """``POST /v1/proxy/placement`` (SPEC 14.3)."""
 
     count = StrictIntegerField(min_value=1, max_value=16, required=False, default=3)
+
+
+# What ``POST /v1/proxy/placement`` and the fleet page's panel check a body with (as ``PLACEMENT_BODY``).
+POOL_PLACEMENT_BODY = BodyChecks(PoolPlacementSerializer, null_is_invalid=True)

@@ -136,8 +136,12 @@ class BodyChecks:
     which cost more than the whole snapshot normalisation).
     """
 
-    def __init__(self, serializer_class):
+    def __init__(self, serializer_class, null_is_invalid=False):
+        """``null_is_invalid``: a null body is refused as any other non-object is, in the words of the serializer's
+        ``to_internal_value`` ("Invalid data. Expected a dictionary, but got NoneType."), not of ``is_valid``
+        ("No data provided"): the placement views' words since they called ``to_internal_value``."""
         serializer = serializer_class()
+        self.null_is_invalid = null_is_invalid
         self.fields = tuple((name, field, getattr(field, "check", field.run_validation))
                             for name, field in serializer.fields.items() if not field.read_only)
         self.invalid = serializer.error_messages["invalid"]
@@ -147,7 +151,8 @@ class BodyChecks:
         """The validated data of ``data``, else the ``ValidationError`` its serializer raises."""
         if not isinstance(data, dict):
             # DRF's own words: "No data provided" is what ``Serializer.errors`` says of a null body.
-            message = "No data provided" if data is None else self.invalid.format(datatype=type(data).__name__)
+            message = "No data provided" if data is None and not self.null_is_invalid \
+                else self.invalid.format(datatype=type(data).__name__)
             raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]})
         valid, errors = {}, {}
         for name, field, check in self.fields:

@@ -78,12 +78,13 @@ def placement_response(verdict, body):
 
 
 class PlacementView(HotWriteView):
-    """A placement read: ``route`` or ``read`` scope, no rate limit; ``answer(data)`` is the role's."""
+    """A placement read: ``route`` or ``read`` scope, no rate limit; ``body_checks`` (the role's body as a
+    ``BodyChecks``) and ``answer(data)`` are the role's."""
 
     write_scope = (Scope.ROUTE.value, Scope.READ.value)
     rate_limited = False
     route_lane = True
-    body_serializer = None
+    body_checks = None
 
     def respond(self, data, grant):
-        return self.answer(self.body_serializer().to_internal_value(data))
+        return self.answer(self.body_checks(data))

@@ -34,10 +34,10 @@ def refresh_url(url, form):
     return f"{url}?{urlencode(asked)}" if asked else url
 
 
-def validated(serializer_class, body):
-    """``(data, error)``: ``body`` validated as the endpoint validates it; the error in words."""
+def validated(body_checks, body):
+    """``(data, error)``: ``body`` validated as the endpoint validates it (its ``BodyChecks``); the error in words."""
     try:
-        return serializer_class().to_internal_value(body), None
+        return body_checks(body), None
     except ValidationError as error:
         return None, "; ".join(f"{field.replace('_', ' ')}: {' '.join(str(m) for m in messages)}"
                                for field, messages in error.detail.items())

@@ -16,7 +16,7 @@ from controlplane.api.tokens import Scope
 from controlplane.endpoints.placement import Verdict
 from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
 from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
-from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, FeedbackSerializer, PlacementSerializer
+from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, PLACEMENT_BODY, FeedbackSerializer
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
 from proxy_app.placement.decision import PLACEMENTS, Request
@@ -84,7 +84,7 @@ def decide(request, now, dry_run=False):
 class InstancePlacementView(PlacementView):
     """``POST /v1/placement``: where a request should go in this pool, and whether the pool takes it now."""
 
-    body_serializer = PlacementSerializer
+    body_checks = PLACEMENT_BODY
 
     def answer(self, data):
         return placement_response(*placement_of(data))
@@ -162,7 +162,7 @@ class PlacementEndpointView(HotWriteView):
         return endpoint_fields(request)
 
     def respond(self, data, grant):
-        return endpoint_response(*placement_of(PlacementSerializer().to_internal_value(data)))
+        return endpoint_response(*placement_of(PLACEMENT_BODY(data)))
 
     def refused(self, response, exc):
         if isinstance(exc, exceptions.ValidationError):

@@ -16,7 +16,7 @@ from controlplane.pages import placement
 from controlplane.pages.access import dashboard_page
 from controlplane.pages.layout import id_url, render_page
 from proxy_app.api.placement import candidate_answer, decide, placement_body, request_of
-from proxy_app.api.serializers import PlacementSerializer
+from proxy_app.api.serializers import PLACEMENT_BODY
 from proxy_app.placement.candidates import BOARD
 
 TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key", "prefix")
@@ -52,7 +52,7 @@ def panel_context(query, now):
     if form["prefix"] in ("a", "b", "c"):
         length = body["prompt_tokens"] if isinstance(body["prompt_tokens"], int) else DEFAULT_PROMPT_TOKENS
         body["prompt_token_ids"] = shared_prompt(form["prefix"], max(0, length))
-    data, error = placement.validated(PlacementSerializer, body)
+    data, error = placement.validated(PLACEMENT_BODY, body)
     if error is not None:
         return {**context, "error": error}
     decision = decide(request_of(data), now, dry_run=True)
