@@ -36,6 +36,5 @@ def cost_micros(pressure_micros, pressure, hit_blocks, prompt_blocks, weight=PRE
     if prompt_blocks <= 0:
         return pressure_micros + weight_micros
     uncached = np.rint((prompt_blocks - np.minimum(hit_blocks, prompt_blocks)) * (weight_micros / prompt_blocks))
-    with np.errstate(invalid="ignore"):
-        saturated = np.nan_to_num(pressure, nan=0.0) >= 1
+    saturated = pressure >= 1  # NaN (no pressure known) is not
     return pressure_micros + uncached.astype(np.int64) + saturated.astype(np.int64) * weight_micros

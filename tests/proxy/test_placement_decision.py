@@ -7,6 +7,7 @@ import collections
 
 import pytest
 
+from controlplane.endpoints.placement import stable_hash
 from proxy_app.placement.decision import Candidate, CandidateBoard, Policy, Request, Verdict, decide
 
 NOW = 1_767_225_600.0
@@ -244,3 +245,17 @@ def test_it_ranks_ten_thousand_instances_as_a_sort_would():
 
     best = sorted(candidates, key=key)[:32]
     assert [key(item.candidate) for item in decision.ranked] == [key(c) for c in best]
+
+
+@pytest.mark.parametrize("count", [1, 3, 32])
+@pytest.mark.parametrize("better", [0, 2])
+def test_it_breaks_a_large_tie_by_id_hash_then_id_as_a_sort_would(count, better):
+    """Hundreds of equal instances (a quiet pool): the first ``count`` by (key, id hash, id), as a full sort gives."""
+    candidates = [instance(f"i-{n}", requests_running=1) for n in range(500)]
+    candidates += [instance(f"b-{n}") for n in range(better)]  # fewer running: better than the tie
+    decision = decide(candidates, Request(count=count), POLICY, NOW)
+
+    def key(c):
+        return (c.requests_running, stable_hash(c.instance_id), c.instance_id)
+
+    assert order(decision) == [c.instance_id for c in sorted(candidates, key=key)[:count]]
