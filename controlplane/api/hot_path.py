@@ -85,7 +85,8 @@ def answer_write(view, request):
     method but the view's ``http_method``), 401 (``BearerTokenAuthentication``),
     415, 400 (``parse_json_body``; a GET reads no body), 403 (``may_access``),
     429 (``write_allowance``, unless the view is not ``rate_limited``; the route
-    lane's gate for a ``route_lane`` view), then ``view.respond(data, grant)``; an API error's answer passes through
+    lane's gate for a ``route_lane`` view), then ``view.respond(data, grant)`` (any other view's counted as a
+    write in flight, which the route lane lets go first); an API error's answer passes through
     ``view.refused``. ``request`` needs ``method``, ``META``, ``content_type``
     and ``body`` only (a GET's ``request_data`` may read more).
     """
@@ -110,7 +111,8 @@ def answer_write(view, request):
             if not allowed:
                 raise exceptions.Throttled(retry_after)
         data = data if reads_body else view.request_data(request)
-        response = route_gate.admitted(view.respond, data, grant) if view.route_lane else view.respond(data, grant)
+        respond = route_gate.admitted if view.route_lane else route_gate.writing
+        response = respond(view.respond, data, grant)
     except (exceptions.APIException, RequestDataTooBig) as exc:
         response = view.refused(errors.envelope_exception_handler(exc, {"view": view}), exc)
     response["Allow"] = view.http_method  # as DRF's views say on every answer (RFC 9110 asks it of a 405)
