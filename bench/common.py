@@ -346,3 +346,17 @@ def seed_pool(deployment, count, gpus=8):
     """``count`` reporting instances (``pool-0`` …) with realistic snapshots, straight into the database."""
     deployment.python(SEED_POOL, count, gpus)
     deployment.analyze()
+
+
+def run_inside(script, database_url, name, argv, prepare=None):
+    """``script`` run again in a process of its own on a fresh deployment (rate limits off), given an instance
+    token as ``--token`` before ``argv``; ``prepare(deployment)`` first, if given (a seed)."""
+    deployment = Deployment(database_url, FLEETWATCH_RATE_LIMIT=0)
+    try:
+        token = deployment.token("instance", name)
+        if prepare is not None:
+            prepare(deployment)
+        subprocess.run([PYTHON, script, "--token", token, *map(str, argv)], env=deployment.env, cwd=ROOT,
+                       check=True)
+    finally:
+        deployment.cleanup()

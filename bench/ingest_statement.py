@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import PYTHON, Deployment, snapshot_body_template  # noqa: E402
+from bench.common import run_inside, snapshot_body_template  # noqa: E402
 from bench.profile import INGEST_PATH, Wsgi, line, side_by_side  # noqa: E402
 
 SQL_MODULE = "proxy_app/ingest/sql.py"
@@ -105,13 +105,8 @@ def main():
     args = parser.parse_args()
     if args.token:
         return inside(args)
-    deployment = Deployment(args.database_url, FLEETWATCH_RATE_LIMIT=0)
-    try:
-        token = deployment.token("instance", "ingest-statement")
-        subprocess.run([PYTHON, __file__, "--token", token, "--before", args.before, "--gpus", str(args.gpus),
-                        "--calls", str(args.calls)], env=deployment.env, cwd=ROOT, check=True)
-    finally:
-        deployment.cleanup()
+    run_inside(__file__, args.database_url, "ingest-statement",
+               ["--before", args.before, "--gpus", args.gpus, "--calls", args.calls])
 
 
 if __name__ == "__main__":

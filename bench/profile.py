@@ -20,7 +20,6 @@ could not read the interpreter (a pyenv build), hence this script.
 import argparse
 import io
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import PYTHON, Deployment, seed_pool, snapshot_body_template  # noqa: E402
+from bench.common import run_inside, seed_pool, snapshot_body_template  # noqa: E402
 
 INGEST_PATH = "/v1/instance/resource_snapshot"
 HEARTBEAT_PATH = "/v1/instance/heartbeat"
@@ -292,17 +291,13 @@ def main():
     args = parser.parse_args()
     if args.token:
         return inside(args)
-    deployment = Deployment(args.database_url, FLEETWATCH_RATE_LIMIT=0)
-    try:
-        token = deployment.token("instance", "profile")
+    def seed(deployment):
         seed_pool(deployment, args.pool_size, args.gpus)
         print(f"database {deployment.vendor}; {args.pool_size:,} seeded instances", flush=True)
-        subprocess.run([PYTHON, __file__, "--token", token, "--pool-size", str(args.pool_size),
-                        "--gpus", str(args.gpus), "--calls", str(args.calls),
-                        *(["--cprofile"] if args.cprofile else [])],
-                       env=deployment.env, cwd=ROOT, check=True)
-    finally:
-        deployment.cleanup()
+
+    run_inside(__file__, args.database_url, "profile",
+               ["--pool-size", args.pool_size, "--gpus", args.gpus, "--calls", args.calls,
+                *(["--cprofile"] if args.cprofile else [])], prepare=seed)
 
 
 if __name__ == "__main__":
