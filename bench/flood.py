@@ -2,10 +2,10 @@
 of feedback for unknown instances, side by side in one run, against ``up`` as it runs by default.
 
     .venv/bin/python -m bench.flood [--instances 500] [--seconds 20] [--placements 200] [--feedbacks 10000]
-                                    [--flood-retry honour|ignore] [--database-url postgres://…]
-                                    [--env FLEETWATCH_ROUTE_CONCURRENCY=0 …]
+                                    [--flood-retry honour|ignore] [--routes-to route|web]
+                                    [--database-url postgres://…] [--env FLEETWATCH_ROUTE_SHARE=1 …]
 
-Starts ``manage.py up --no-agent`` (two web processes on two cores) on a fresh database, registers
+Starts ``manage.py up --no-agent`` (two web processes on two cores, and the route listener) on a fresh database, registers
 ``--instances`` instances and has them report a snapshot each second (one engine each, so placement ranks
 them) from 25 keep-alive connections, every report timed. Then, in turns of ``--seconds``:
 
@@ -103,8 +103,12 @@ def flood_client(port, token, path, bodies, honour, stop, counts, lock):
             stop.wait(float(headers.get("Retry-After", 1)))
 
 
-def flood(port, token, path, clients, bodies, honour, stop, results):
-    """``clients`` threads sending ``bodies`` (an iterator per client) until done or ``stop``; answers by status."""
+def flood(port, token, path, clients, bodies, honour, stop, results, own_session):
+    """``clients`` threads sending ``bodies`` (an iterator per client) until done or ``stop``; answers by status.
+    ``own_session``: in a session of its own, as a router is a program of its own, not one of the agents'
+    (with the kernel's autogroups on, the scheduler shares the cores between sessions first)."""
+    if own_session:
+        os.setsid()
     counts, lock = Counter(), threading.Lock()
     threads = [threading.Thread(target=flood_client, args=(port, token, path, body, honour, stop, counts, lock))
                for body in bodies(clients)]
@@ -128,11 +132,11 @@ def feedbacks(total, process):
     return _bodies
 
 
-def run_flood(port, token, path, clients, bodies_of, honour, seconds):
+def run_flood(port, token, path, clients, bodies_of, honour, seconds, own_session):
     """The flood in ``FLOOD_PROCESSES`` processes; ``(answers by status, requests/s, mean ms)``."""
     stop, results = multiprocessing.Event(), multiprocessing.Queue()
     processes = [multiprocessing.Process(target=flood, args=(port, token, path, clients // FLOOD_PROCESSES,
-                                                             bodies_of(n), honour, stop, results))
+                                                             bodies_of(n), honour, stop, results, own_session))
                  for n in range(FLOOD_PROCESSES)]
     started = time.time()
     for process in processes:
@@ -156,9 +160,9 @@ def percentiles(values):
     return statistics.median(values), values[max(0, int(len(values) * 0.99) - 1)], len(values)
 
 
-def start_up(deployment, extra_env):
+def start_up(deployment, extra_env, route_port):
     port = free_port()
-    env = {**deployment.env, **extra_env}
+    env = {**deployment.env, "FLEETWATCH_ROUTE_PORT": str(route_port), **extra_env}
     log = open(deployment.workdir / "up.log", "wb")
     process = subprocess.Popen([PYTHON, "manage.py", "up", "--no-agent", "--host", "127.0.0.1", "--port", str(port)],
                                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -180,6 +184,12 @@ def main():
     parser.add_argument("--placements", type=int, default=200, help="concurrent placement clients")
     parser.add_argument("--feedbacks", type=int, default=10_000)
     parser.add_argument("--flood-retry", choices=["honour", "ignore"], default="honour")
+    parser.add_argument("--routes-to", choices=["route", "web"], default="route",
+                        help="where the flood goes: the route listener `up` starts (default), or the web port "
+                             "(the route gate alone)")
+    parser.add_argument("--flood-session", choices=["own", "shared"], default="own",
+                        help="the flood's processes each in a session of their own (default: a router is a program "
+                             "of its own), or in the reporters' (the bench's) session")
     parser.add_argument("--database-url")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for up (repeatable)")
     args = parser.parse_args()
@@ -189,7 +199,9 @@ def main():
     up = None
     try:
         tokens = {scope: deployment.token(scope, f"flood-{scope}") for scope in ("instance", "route")}
-        up, port = start_up(deployment, extra)
+        route_port = free_port() if args.routes_to == "route" else 0
+        up, port = start_up(deployment, extra, route_port)
+        flood_port = route_port or port
         session = requests.Session()
         for n in range(args.instances):
             session.post(f"http://127.0.0.1:{port}/v1/instance/register", timeout=30,
@@ -207,16 +219,17 @@ def main():
         turns = []
         turns.append(("quiet", time.time(), time.time() + args.seconds, None))
         time.sleep(args.seconds)
-        started, ended, counts, answered = run_flood(port, tokens["route"], "/v1/placement", args.placements,
-                                                     lambda n: placements, honour, args.seconds)
+        started, ended, counts, answered = run_flood(flood_port, tokens["route"], "/v1/placement", args.placements,
+                                                     lambda n: placements, honour, args.seconds,
+                                                     args.flood_session == "own")
         turns.append((f"{args.placements} placements at once", started, ended, (counts, answered)))
         time.sleep(SETTLE_S)  # the reports sent late during the flood caught up
         quiet = time.time()
         time.sleep(args.seconds)
         turns.append(("quiet", quiet, time.time(), None))
-        started, ended, counts, answered = run_flood(port, tokens["route"], "/v1/placement/feedback",
+        started, ended, counts, answered = run_flood(flood_port, tokens["route"], "/v1/placement/feedback",
                                                      FEEDBACK_AT_ONCE, lambda n: feedbacks(args.feedbacks, n), honour,
-                                                     max(args.seconds, 120))
+                                                     max(args.seconds, 120), args.flood_session == "own")
         turns.append((f"{answered} unknown-id feedbacks, {FEEDBACK_AT_ONCE} at once", started, ended,
                       (counts, answered)))
         stop.set()
@@ -225,7 +238,8 @@ def main():
             process.join()
 
         print(f"{deployment.vendor}, up --no-agent (workers: {os.cpu_count()} cores), {args.instances} instances "
-              f"reporting at 1 Hz, flood clients {'honour' if honour else 'ignore'} Retry-After, "
+              f"reporting at 1 Hz, flood clients {'honour' if honour else 'ignore'} Retry-After, flood to the {args.routes_to} port from "
+              f"{args.flood_session} sessions, "
               f"env {extra or 'default'}")
         quiet_p99 = []
         for name, start, end, flood_counts in turns:

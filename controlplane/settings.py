@@ -79,6 +79,13 @@ FLEETWATCH_WEB_WORKERS = env_int("FLEETWATCH_WEB_WORKERS", 0)
 # The share of each web process's time placement and feedback may take (issue 30): beyond it a 429 with
 # Retry-After, so a routing flood leaves the rest to the agents' reports (1: no limit; docs/placement.md).
 FLEETWATCH_ROUTE_SHARE = env_float("FLEETWATCH_ROUTE_SHARE", 0.25)
+# The route listener `up` starts beside the web processes (issue 30, docs/placement.md): processes of their own
+# for the routers, at a lower CPU priority, so a routing flood never shares a GIL or a core's turn with the
+# agents' reports. Unset: the web port + 1 (left out, with a warning, when that port is taken); 0: none.
+FLEETWATCH_ROUTE_PORT = env_int("FLEETWATCH_ROUTE_PORT", None)
+FLEETWATCH_ROUTE_WORKERS = env_int("FLEETWATCH_ROUTE_WORKERS", 1)
+# Its niceness (nice(1)): 10 gives the web processes about nine times its share of a busy core.
+FLEETWATCH_ROUTE_NICE = env_int("FLEETWATCH_ROUTE_NICE", 10)
 
 # Requests each worker answers at once (granian's blocking threads): the reports that arrive together
 # share one commit (controlplane/api/group_commit.py; docs/scale-out.md says why this many).

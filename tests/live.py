@@ -192,6 +192,9 @@ class LiveServer(ChildProcess):
         self.agent_listen = f"127.0.0.1:{free_port()}" if agent else None
         self.extra_env = dict(env or {})
         self.log_path = self.tmp_path / f"server-{self.port}.log"
+        # The route listener, when the test asks for one with FLEETWATCH_ROUTE_PORT.
+        route_port = int(self.extra_env.get("FLEETWATCH_ROUTE_PORT") or 0)
+        self.route_url = f"http://127.0.0.1:{route_port}" if route_port else None
 
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_SETTINGS"))}
@@ -204,10 +207,18 @@ class LiveServer(ChildProcess):
             # trusted network. The processes up starts use the tokens it hands
             # them, and tests/system/test_auth.py runs without this.
             "FLEETWATCH_TRUSTED_NETWORKS": "127.0.0.1/32",
+            # No route listener (one more granian per server): the tests that need it ask for a port
+            # (tests/system/test_route_flood.py).
+            "FLEETWATCH_ROUTE_PORT": "0",
             "PYTHONUNBUFFERED": "1",
         })
         env.update(self.extra_env)
         return env
+
+    def _ready(self):
+        """``/healthz`` answers, on the route listener too when there is one."""
+        return super()._ready() and (self.route_url is None or
+                                     requests.get(self.route_url + "/healthz", timeout=2).status_code == 200)
 
     def argv(self):
         argv = [sys.executable, str(ROOT / "manage.py"), "up", "--host", "127.0.0.1",

@@ -47,17 +47,35 @@ class ProcessSpec:
     essential: bool = True
 
 
+def _lower_priority(niceness):
+    """This process's niceness raised by ``niceness``, and its session's: with the kernel's autogroups on (a
+    desktop kernel's default, and Debian's), the scheduler shares a core between sessions first, so a child in a
+    session of its own yields to the others only when its autogroup's niceness says so (sched(7))."""
+    os.nice(niceness)
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(niceness))
+    except OSError:
+        pass  # no autogroups (or not Linux): the process's niceness is what the scheduler reads
+
+
 class Child:
-    def __init__(self, name, argv, env, essential=True):
+    def __init__(self, name, argv, env, essential=True, niceness=0):
         self.name = name
         self.argv = argv
         self.env = env
         self.essential = essential
+        self.niceness = niceness
         self.process = None
 
+    def _preexec(self):
+        if sys.platform.startswith("linux"):
+            _die_with_parent()
+        if self.niceness:
+            _lower_priority(self.niceness)
+
     def start(self):
-        preexec = _die_with_parent if sys.platform.startswith("linux") else None
-        self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=preexec)
+        self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=self._preexec)
         log.info("started %s (pid %s)", self.name, self.process.pid)
 
     def exited(self):
@@ -95,9 +113,10 @@ class Supervisor:
         self.last = last  # the child stopped after all the others
         self.stopping = False
 
-    def add(self, name, argv, env, essential=True):
-        """Start a child; when an essential one dies, everything stops."""
-        child = Child(name, argv, env, essential)
+    def add(self, name, argv, env, essential=True, niceness=0):
+        """Start a child (``niceness``: how much lower its CPU priority is); when an essential one dies,
+        everything stops."""
+        child = Child(name, argv, env, essential, niceness)
         self.children.append(child)
         child.start()
         return child

@@ -6,8 +6,9 @@ Steps of ``run``:
    separate ``manage.py migrate`` step, as when several hosts share one
    database; ``/readyz`` then answers 503 until it has run), register the
    periodic schedules.
-2. Start the web server (granian) serving the roles of ``FLEETWATCH_ROLES``
-   and wait until ``/healthz`` answers.
+2. Start the web server (granian) serving the roles of ``FLEETWATCH_ROLES``,
+   and the routers' own listener (``route_server_argv``) on the next port,
+   and wait until ``/healthz`` answers on both.
 3. Start the django-q2 cluster and the processes each role's app asks for
    (``AppConfig.up_processes``: the Proxy's recorder, its link to the
    Scheduler and a local agent reporting this host).
@@ -19,6 +20,7 @@ import logging
 import os
 import resource
 import shutil
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -76,6 +78,43 @@ def fresh_metrics_dir():
 
 def default_workers():
     return settings.FLEETWATCH_WEB_WORKERS or min(8, os.cpu_count() or 1)
+
+
+def port_is_free(host, port):
+    """Whether ``port`` can be listened on at ``host`` now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def route_port_of(host, port, asked):
+    """The route listener's port: ``asked`` (``--route-port``, else ``FLEETWATCH_ROUTE_PORT``; 0: none), or by
+    default the web port + 1 when it is free (a warning and none when it is not)."""
+    if asked is not None:
+        return asked or None
+    if port_is_free(host, port + 1):
+        return port + 1
+    log.warning("port %s is taken: no route listener (routers use port %s; set FLEETWATCH_ROUTE_PORT)",
+                port + 1, port)
+    return None
+
+
+def route_server_argv(host, port):
+    """The route listener (``FLEETWATCH_ROUTE_PORT``): the same application in ``FLEETWATCH_ROUTE_WORKERS``
+    processes of its own, ``FLEETWATCH_ROUTE_NICE`` lower in CPU priority (``Supervisor.add``'s ``niceness``).
+
+    Routers are never rate limited per token, and on the web port their placements share each web
+    process's GIL with the agents' reports: the route gate keeps a flood to a share of each process,
+    and still a report waits behind the placements admitted beside it (bench/README.md, issue 30).
+    Here a flood has processes of its own, and the kernel gives their turn on a busy core to the web
+    processes first, so the reports keep their latency whatever routers do; placements are answered
+    with what the cores have left. No write lane shares these processes, so the gate is open here.
+    """
+    return web_server_argv(host, port, settings.FLEETWATCH_ROUTE_WORKERS)
 
 
 def web_server_argv(host, port, workers):
@@ -162,7 +201,7 @@ def login_hint():
             "(once; README.md shows it without prompts)")
 
 
-def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True):
+def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True, route_port=None):
     """Run the whole system until asked to stop; ``out`` (a command's stdout) hears what runs where."""
     roles = settings.FLEETWATCH_ROLES
     advertise_host = settings.FLEETWATCH_ADVERTISE_HOST or ("127.0.0.1" if host in WILDCARD_HOSTS else host)
@@ -187,9 +226,16 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     workers = workers or default_workers()
     raise_open_files_limit(workers)
     supervisor.add("web", web_server_argv(host, port, workers), env)
-    if not wait_until_serving(f"{base_url}/healthz", timeout_s=60):
-        supervisor.stop_all()
-        raise CommandError(f"the web server did not answer on {base_url} within 60 s")
+    route_port = route_port_of(host, port, settings.FLEETWATCH_ROUTE_PORT if route_port is None else route_port)
+    route_url = f"http://{advertise_host}:{route_port}" if route_port else None
+    if route_port:
+        supervisor.add("route", route_server_argv(host, route_port),
+                       {**env, "FLEETWATCH_ROUTE_SHARE": "1"},
+                       niceness=settings.FLEETWATCH_ROUTE_NICE)
+    for name, url in (("web server", base_url), ("route listener", route_url)):
+        if url and not wait_until_serving(f"{url}/healthz", timeout_s=60):
+            supervisor.stop_all()
+            raise CommandError(f"the {name} did not answer on {url} within 60 s")
     supervisor.add("tasks", [*manage, "qcluster"], env)
     context = UpContext(manage=manage, base_url=base_url, agent_listen=agent_listen, start_agent=start_agent,
                         roles=tuple(roles))
@@ -200,6 +246,8 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
     if "proxy" in roles:
         out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
+    if route_url:
+        out.write(f"  routers (placement, feedback): {route_url}")
     if hint:
         out.write(hint)
     out.flush()

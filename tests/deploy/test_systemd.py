@@ -19,7 +19,7 @@ from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "deploy" / "systemd"
-SERVICES = ("web", "tasks", "recorder", "link")
+SERVICES = ("web", "route", "tasks", "recorder", "link")
 
 
 def installed_here(tmp_path):
@@ -53,4 +53,7 @@ def test_the_target_starts_every_service_and_each_runs_a_real_command():
     for unit in UNITS.glob("*.service"):
         for command in re.findall(r"manage\.py (\w+)", unit.read_text()):
             assert command in commands, (unit.name, command)
-    assert "controlplane.wsgi:application" in (UNITS / "fleetwatch-web.service").read_text()
+    for name in ("web", "route"):
+        assert "controlplane.wsgi:application" in (UNITS / f"fleetwatch-{name}.service").read_text()
+    route = (UNITS / "fleetwatch-route.service").read_text()
+    assert "CPUWeight=10" in route and "Nice=10" in route and "FLEETWATCH_ROUTE_SHARE=1" in route

@@ -76,7 +76,7 @@ class PlacementRouter(ChildProcess):
         self.log_path = self.prefix / "logs" / "error.log"
         site = CONFIG.read_text()
         for marked, value, times in [
-            ("server 127.0.0.1:8000;", f"server 127.0.0.1:{proxy_port};", 1),
+            ("server 127.0.0.1:8001;", f"server 127.0.0.1:{proxy_port};", 1),
             ("listen 8080;", f"listen 127.0.0.1:{self.port};", 1),
             ("SET-A-ROUTE-TOKEN", token, 2),
         ]:
@@ -127,10 +127,11 @@ def served_by(response):
 
 
 def test_it_sends_each_request_where_placement_says_and_fences_a_failing_backend(servers, tmp_path):
-    server = servers(roles="proxy", env=ENV).start()
+    route_port = free_port()  # nginx asks the Proxy's route listener, as the configuration says
+    server = servers(roles="proxy", env={**ENV, "FLEETWATCH_ROUTE_PORT": str(route_port)}).start()
     agent = {"Authorization": f"Bearer {create_token(server, 'instance')}"}
     reader = {"Authorization": f"Bearer {create_token(server, 'read')}"}
-    router = PlacementRouter(tmp_path, server.port, create_token(server, "route"))
+    router = PlacementRouter(tmp_path, route_port, create_token(server, "route"))
     left, right = Backend("left"), Backend("right")
     try:
         router.start()

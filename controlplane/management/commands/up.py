@@ -15,9 +15,12 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=None, help="Web worker processes (default: one per CPU, ≤ 8).")
         parser.add_argument("--agent-listen", default=None,
                             help="HTTP address of the local agent (default: the agent's own, 127.0.0.1:9201).")
+        parser.add_argument("--route-port", type=int, default=None,
+                            help="Port of the routers' own listener (default: FLEETWATCH_ROUTE_PORT, else the "
+                                 "web port + 1 when free; 0: none).")
         parser.add_argument("--no-migrate", action="store_true",
                             help="Do not migrate the database (run `manage.py migrate` as a step of its own first).")
 
-    def handle(self, *args, host, port, no_agent, workers, agent_listen, no_migrate, **options):
+    def handle(self, *args, host, port, no_agent, workers, agent_listen, no_migrate, route_port, **options):
         up.run(self.stdout, host=host, port=port, start_agent=not no_agent, workers=workers, agent_listen=agent_listen,
-              apply_migrations=not no_migrate)
+              apply_migrations=not no_migrate, route_port=route_port)
