@@ -59,14 +59,14 @@ def _lower_priority(niceness):
         pass  # no autogroups (or not Linux): the process's niceness is what the scheduler reads
 
 
+@dataclass
 class Child:
-    def __init__(self, name, argv, env, essential=True, niceness=0):
-        self.name = name
-        self.argv = argv
-        self.env = env
-        self.essential = essential
-        self.niceness = niceness
-        self.process = None
+    name: str
+    argv: list
+    env: dict
+    essential: bool = True
+    niceness: int = 0
+    process: subprocess.Popen | None = None
 
     def _preexec(self):
         if sys.platform.startswith("linux"):
