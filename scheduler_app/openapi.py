@@ -89,7 +89,7 @@ class ProxyNotRegistered(serializers.Serializer):
 
 class ProxyPoolResources(serializers.Serializer):
     ok = Const(True)
-    proxies = ProxyPoolResourceRow(many=True)
+    proxies = reads(ProxyPoolResourceRow(many=True), "proxies")
 
 
 PROXY_HISTORY = history_answer("ProxyHistory", "proxy_id", "ProxyPoolPoint", PoolResourceSample)

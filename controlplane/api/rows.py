@@ -151,7 +151,7 @@ class RowShape:
             clash = set(self.parameters) & (BUILDER_NAMES | self.names | set(self.calls.values()))
             assert not clash, f"a column named as a name of the answer's builder: {clash}"
             lines = [f"def make({', '.join(sorted(self.names))}):",
-                     f"    def answer(*, {', '.join(self.parameters)}):"]
+                     f"    def answer({', '.join(['*', *self.parameters]) if self.parameters else ''}):"]
             lines += [f"        {statement}" for statement in self.statements]
             lines += [f"        return {display}", "    return answer"]
         else:
