@@ -7,6 +7,7 @@
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema_view
 from rest_framework import serializers
 
+from controlplane.api.rows import reads
 from controlplane.api.schema.answers import (
     OkBody,
     history_answer,
@@ -88,7 +89,7 @@ class ProxyNotRegistered(serializers.Serializer):
 
 class ProxyPoolResources(serializers.Serializer):
     ok = Const(True)
-    proxies = ProxyPoolResourceRow(many=True)
+    proxies = reads(ProxyPoolResourceRow(many=True), "proxies")
 
 
 PROXY_HISTORY = history_answer("ProxyHistory", "proxy_id", "ProxyPoolPoint", PoolResourceSample)
@@ -138,14 +139,21 @@ fleet_debug_schema = extend_schema_view(
 # --- placement (SPEC 14.3) -------------------------------------------------------------------
 
 
+def ranked(field, attribute):
+    """``field``, read from the ranked pool (``RankedPool``; ``candidate.…``: what is known of the proxy)."""
+    return reads(field, f"ranked.{attribute}")
+
+
 class PoolPlacementCandidate(serializers.Serializer):
-    proxy_id = serializers.CharField()
-    host = serializers.CharField()
-    port = serializers.IntegerField()
-    saturation = serializers.FloatField(allow_null=True, help_text="The pool summary's engine.saturation.")
-    pool_admission_state = serializers.CharField(allow_null=True)
-    summary_age_s = serializers.FloatField(allow_null=True, help_text="Age of the proxy's latest pool summary.")
-    reasons = serializers.ListField(child=serializers.CharField())
+    proxy_id = ranked(serializers.CharField(), "candidate.proxy_id")
+    host = ranked(serializers.CharField(), "candidate.host")
+    port = ranked(serializers.IntegerField(), "candidate.port")
+    saturation = ranked(serializers.FloatField(allow_null=True, help_text="The pool summary's engine.saturation."),
+                        "candidate.saturation")
+    pool_admission_state = ranked(serializers.CharField(allow_null=True), "candidate.pool_admission_state")
+    summary_age_s = ranked(serializers.FloatField(allow_null=True, help_text="Age of the proxy's latest pool "
+                                                                             "summary."), "summary_age_s")
+    reasons = reads(serializers.ListField(child=serializers.CharField()), "ranked.reasons", using=list)
 
 
 PoolPlacement = type("PoolPlacement", (serializers.Serializer,), {

@@ -4,10 +4,11 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
-from controlplane.api.placement import PlacementView, decision_body, placement_response
+from controlplane.api.placement import PlacementView, placement_response
+from controlplane.api.rows import RowShape
 from controlplane.endpoints.boards import PlacementKeeper
 from scheduler_app.models import Proxy
-from scheduler_app.openapi import placement_schema
+from scheduler_app.openapi import PoolPlacement, PoolPlacementCandidate, placement_schema
 from scheduler_app.placement import PoolBoard, PoolCandidate, PoolPolicy, PoolRequest
 from scheduler_app.serializers import POOL_PLACEMENT_BODY
 
@@ -55,15 +56,17 @@ class PoolKeeper(PlacementKeeper):
 BOARD = PoolKeeper()
 
 
+# The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
+CANDIDATE, PLACEMENT = (RowShape(answer, json_as_text=False).answer_builder()
+                        for answer in (PoolPlacementCandidate, PoolPlacement))
+
+
 def pool_candidate_answer(ranked):
-    candidate = ranked.candidate
-    return {"proxy_id": candidate.proxy_id, "host": candidate.host, "port": candidate.port,
-            "saturation": candidate.saturation, "pool_admission_state": candidate.pool_admission_state,
-            "summary_age_s": ranked.summary_age_s, "reasons": list(ranked.reasons)}
+    return CANDIDATE(ranked=ranked)
 
 
 def pool_placement_body(decision, now):
-    return decision_body(decision, now, pool_candidate_answer)
+    return PLACEMENT(decision=decision, now=now, candidates=[CANDIDATE(ranked=ranked) for ranked in decision.answered])
 
 
 @extend_schema_view(post=placement_schema)

@@ -10,7 +10,14 @@ from controlplane.api.rows import RowShape
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
-from scheduler_app.openapi import ProxyRegistered, fleet_debug_schema, proxy_schema
+from scheduler_app.openapi import (
+    PROXY_HISTORY,
+    ProxyNotRegistered,
+    ProxyPoolResources,
+    ProxyRegistered,
+    fleet_debug_schema,
+    proxy_schema,
+)
 from scheduler_app.serializers import (
     POOL_RESOURCE_ROW,
     HeartbeatSerializer,
@@ -19,10 +26,11 @@ from scheduler_app.serializers import (
     proxy_rows,
 )
 
+# The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
+REGISTERED, HISTORY, POOL_RESOURCES = (RowShape(answer, json_as_text=False).answer_builder()
+                                       for answer in (ProxyRegistered, PROXY_HISTORY, ProxyPoolResources))
 # The original's FastAPI HTTPException body; its proxies re-register on it.
-NOT_REGISTERED = {"detail": "proxy_id not registered"}
-# The register answer, built from the serializer the schema publishes (``controlplane.api.rows``).
-REGISTERED = RowShape(ProxyRegistered, json_as_text=False).answer_builder()
+NOT_REGISTERED = RowShape(ProxyNotRegistered, json_as_text=False).answer_builder()()
 
 
 def proxies_in_view(request, include_dead_default, now):
@@ -73,7 +81,7 @@ class ProxyViewSet(ControlPlaneViewSet):
         proxy_id = query_id(request, "proxy_id")
         if not Proxy.objects.filter(pk=proxy_id).exists() and not PROXY_POOLS.has(proxy_id):
             raise exceptions.NotFound({"proxy_id": ["Unknown proxy."]})
-        return self.series_response(PROXY_POOLS, {"proxy_id": proxy_id}, proxy_id)
+        return self.series_response(PROXY_POOLS, HISTORY, proxy_id, proxy_id=proxy_id)
 
 
 @fleet_debug_schema
@@ -84,4 +92,4 @@ class FleetDebugViewSet(ControlPlaneViewSet):
     def proxy_pool_resources(self, request):
         now = clock.now()
         rows = proxy_rows(proxies_in_view(request, True, now), now, POOL_RESOURCE_ROW)
-        return Response({"ok": True, "proxies": rows})
+        return Response(POOL_RESOURCES(proxies=rows))

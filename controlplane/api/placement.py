@@ -38,20 +38,12 @@ class PlacementBodyBase(serializers.Serializer):
                                     required=False, default=list)
 
 
-def decision_body(decision, now, candidate_answer):
-    """The answer's body: the verdict, what was considered and left out, and ``candidate_answer`` of each
-    candidate answered (the role's fields)."""
-    verdict = decision.verdict.value
-    return {
-        "ok": verdict in ("accept", "queue"),
-        "verdict": verdict,
-        "reason": decision.reason,
-        "generated_at": now,
-        "considered": decision.considered,
-        "eligible": decision.eligible,
-        "excluded": decision.excluded,
-        "candidates": [candidate_answer(ranked) for ranked in decision.answered],
-    }
+ANSWERED = frozenset((Verdict.ACCEPT.value, Verdict.QUEUE.value))  # the verdicts whose answer names candidates: ``ok``
+
+
+def answers_candidates(verdict):
+    """``ok`` of a placement answer (``verdict``: its value): true for ``accept`` and ``queue``."""
+    return verdict in ANSWERED
 
 
 def destination(candidates):

@@ -22,11 +22,17 @@ replaces (some 7 % of the whole list); this costs what that builder did
 (``bench/list_rows.py``, bench/README.md).
 
 An answer that is not rows of a query (a register's answer, ``/debug/status``,
-the pool summary) is built by the same compiled function over one row:
-``answer_builder()`` gives ``answer(**values)``, whose keyword parameters are
-the declaration's columns, so a value it does not read, or one it reads and
-was not given, is a ``TypeError``; its keys, their order and every value
-worked out (``reads(…, using=…)``) come from the declaration as a row's do.
+the pool summary, a placement's answer and each of its candidates) is built
+by the same compilation for one answer: ``answer_builder()`` gives
+``answer(**values)``, whose keyword parameters are the declaration's columns,
+so a value it does not read, or one it reads and was not given, is a
+``TypeError``; its keys, their order and every value worked out
+(``reads(…, using=…)``) come from the declaration as a row's do. Its source
+reads each column as its parameter (or an attribute path of one:
+``"ranked.candidate.host"``, read as written), one dict display and no loop: a
+placement builds four answers (its own and three candidates') per request,
+and going through the rows' builder over a one-row batch doubled what its
+hand-written dicts cost (``bench/answer_bodies.py``).
 """
 
 import re
@@ -80,7 +86,8 @@ class Annotated:
 
 def reads(field, *columns, using=None, item=None, prefix="", leads=False):
     """``field``, declared to read ``using(*columns)`` (or the one column); a nested row's children read
-    their own columns under ``prefix``. A column is a name of the query, a ``Text`` or an ``Annotated``.
+    their own columns under ``prefix``. A column is a name of the query, a ``Text`` or an ``Annotated``
+    (for one answer, ``answer_builder``, also an attribute path of a value given: ``"decision.reason"``).
     ``leads``: the key comes first in the answer, before the keys a row inherits (the schema lists the
     inherited ones first, as DRF orders a subclass's fields; the answers put the row's id first)."""
     field.row_read = Read(columns, using, item, prefix=prefix, leads=leads)
@@ -105,7 +112,7 @@ def alive_field(field, leads=False):
 
 PLAIN = re.compile(r"row\[\d+\]")  # a value that is a column as fetched
 PRESIZED_FROM = 8  # plain columns from which a dict is copied from a presized one, not displayed
-BUILDER_NAMES = {"make", "build", "fetched", "rows", "append", "row"}  # the builder's own names
+BUILDER_NAMES = {"make", "build", "fetched", "rows", "append", "row", "answer"}  # the builders' own names
 JSON_FIELDS = (serializers.ListField, serializers.DictField, serializers.JSONField)
 
 
@@ -122,12 +129,17 @@ def _holds_json(serializer_class, key, field):
 
 class RowShape:
     """A row serializer compiled: ``columns`` to fetch (``query``), and ``builder(**context)``, a function
-    from fetched rows to answer rows, where ``context`` gives the functions the declaration names."""
+    from fetched rows to answer rows, where ``context`` gives the functions the declaration names.
+    ``one``: compiled instead to ``answer(**values)``, one answer of a value per column (``answer_builder``)."""
 
-    def __init__(self, serializer_class, json_as_text=True):
-        self.serializer_class, self.json_as_text, self.presized = serializer_class, json_as_text, []
+    def __init__(self, serializer_class, json_as_text=True, one=False):
+        self.serializer_class, self.json_as_text, self.one, self.presized = serializer_class, json_as_text, one, []
+        self.reserved = set()  # names a constant may not take: for one answer, the columns (its parameters)
         self._compile([])
-        if self.presized:  # again, the largest dict's plain columns fetched first: it zips the row itself
+        if self.one and set(self.parameters) & self.constants.keys():  # again, no constant named as a parameter
+            self.reserved = set(self.parameters)
+            self._compile([])
+        elif self.presized:  # again, the largest dict's plain columns fetched first: it zips the row itself
             self._compile(self.presized)
 
     def _compile(self, first_columns):
@@ -135,14 +147,28 @@ class RowShape:
         self.calls, self.statements = {}, []  # per row, before the row's dict: shared calls, large dicts
         display = self._display(self.serializer_class, "")
         assert not self.names & self.constants.keys(), f"a function and a context name alike: {self.names}"
-        lines = [f"def make({', '.join(sorted(self.names))}):", "    def build(fetched):",
-                 "        rows = []", "        append = rows.append", "        for row in fetched:"]
-        lines += [f"            {statement}" for statement in self.statements]
-        lines += [f"            append({display})", "        return rows", "    return build"]
+        if self.one:
+            clash = set(self.parameters) & (BUILDER_NAMES | self.names | set(self.calls.values()))
+            assert not clash, f"a column named as a name of the answer's builder: {clash}"
+            lines = [f"def make({', '.join(sorted(self.names))}):",
+                     f"    def answer({', '.join(['*', *self.parameters]) if self.parameters else ''}):"]
+            lines += [f"        {statement}" for statement in self.statements]
+            lines += [f"        return {display}", "    return answer"]
+        else:
+            lines = [f"def make({', '.join(sorted(self.names))}):", "    def build(fetched):",
+                     "        rows = []", "        append = rows.append", "        for row in fetched:"]
+            lines += [f"            {statement}" for statement in self.statements]
+            lines += [f"            append({display})", "        return rows", "    return build"]
         self.source = "\n".join(lines)
         namespace = dict(self.constants)
-        exec(compile(self.source, f"<row {self.serializer_class.__name__}>", "exec"), namespace)
+        kind = "answer" if self.one else "row"
+        exec(compile(self.source, f"<{kind} {self.serializer_class.__name__}>", "exec"), namespace)
         self._make = namespace["make"]
+
+    @property
+    def parameters(self):
+        """One answer's keyword parameters: its columns, a dotted one (``ranked.candidate.host``) by its first name."""
+        return list(dict.fromkeys(column.split(".")[0] for column in self.columns))
 
     def query(self, queryset):
         """``queryset`` as the ``values_list`` of this row's columns (with ``json_as_text``, for ``raw_rows``
@@ -150,20 +176,18 @@ class RowShape:
         return queryset.annotate(**self.annotations).values_list(*self.columns)
 
     def builder(self, **context):
-        """``build(fetched)`` → answer rows; ``context``: the functions named by the declaration."""
+        """``build(fetched)`` → answer rows (``one``: ``answer(**values)``); ``context``: the functions named
+        by the declaration."""
         missing = self.names - context.keys()
         assert not missing, f"{self.serializer_class.__name__} needs {sorted(missing)}"
         return self._make(**{name: context[name] for name in self.names})
 
     def answer_builder(self, **context):
         """``answer(**values)``: the one answer of keyword ``values``, one per column (``columns``), each
-        value what the column would have fetched; ``context`` as for ``builder``."""
-        assert "build" not in self.columns, "a column named as the builder"
-        columns = ", ".join(self.columns)
-        source = f"def answer(*, {columns}):\n    return build((({columns},),))[0]"
-        namespace = {"build": self.builder(**context)}
-        exec(compile(source, f"<answer {self.serializer_class.__name__}>", "exec"), namespace)
-        return namespace["answer"]
+        value what the column would have fetched; ``context`` as for ``builder``. A column may be an
+        attribute path (``reads(field, "ranked.candidate.host")``): the answer's parameter is its first
+        name (``ranked``), the value read from it as written, as a hand-written dict would."""
+        return RowShape(self.serializer_class, self.json_as_text, one=True).builder(**context)
 
     def _display(self, serializer_class, prefix):
         """The source of one row's dict of ``serializer_class``: a dict display, or for the one with the most
@@ -181,7 +205,7 @@ class RowShape:
                 value = self._value(key, field, read, prefix, json)
             (leading if read.leads else following).append((key, value))
         items = leading + following
-        plain = [(key, int(value[4:-1])) for key, value in items if PLAIN.fullmatch(value)]
+        plain = [] if self.one else [(key, int(value[4:-1])) for key, value in items if PLAIN.fullmatch(value)]
         if len(plain) < PRESIZED_FROM:
             return "{" + ", ".join(f"{key!r}: {value}" for key, value in items) + "}"
         keys, positions = zip(*plain)
@@ -202,7 +226,7 @@ class RowShape:
         if isinstance(field, Const):
             return self._constant(field.value)
         columns = read.columns or ((Text(prefix + key) if json else prefix + key),)
-        arguments = ", ".join(f"row[{self._position(column)}]" for column in columns)
+        arguments = ", ".join(self._read(column) for column in columns)
         using = read.using or (Fragment if json else None)
         if using is None:
             return arguments
@@ -218,6 +242,12 @@ class RowShape:
             self.statements.append(f"{self.calls[call]} = {call}")
         return f"{self.calls[call]}[{read.item}]"
 
+    def _read(self, column):
+        """The source of a column's value: its place in the row, or for one answer its parameter (or the
+        attribute path of one)."""
+        position = self._position(column)
+        return self.columns[position] if self.one else f"row[{position}]"
+
     def _position(self, column):
         if not isinstance(column, str):
             self.annotations.setdefault(column.name, column.expression())
@@ -230,7 +260,8 @@ class RowShape:
         if value is None or isinstance(value, (bool, int, float, str)):
             return repr(value)
         name = getattr(value, "__name__", "")  # Fragment(…) reads better in ``source`` than constant_0(…)
-        if not name.isidentifier() or name in BUILDER_NAMES or self.constants.get(name, value) is not value:
+        if (not name.isidentifier() or name in BUILDER_NAMES or name in self.reserved
+                or self.constants.get(name, value) is not value):
             name = f"{kind}_{len(self.constants)}"
         self.constants[name] = value
         return name

@@ -117,11 +117,12 @@ class ControlPlaneViewSet(MethodFirstMixin, viewsets.ViewSet):
         page = queryset.filter(pk__in=ids)
         return Response({"count": queryset.count(), "limit": limit, "offset": offset, "results": rows(page)})
 
-    def series_response(self, series, head, key_value=None):
-        """A history answer (SPEC 9): ``head`` (the id), the range, its resolution and the points."""
+    def series_response(self, series, answer, key_value=None, **head):
+        """A history answer (SPEC 9): ``answer`` (the builder of the schema's ``history_answer``) of ``head``
+        (the id), the range, its resolution and the points."""
         range_name = query_choice(self.request, "range", RANGES)
         resolution_s, points = series.read(key_value, range_name, clock.now())
-        return Response({**head, "range": range_name, "resolution_s": resolution_s, "points": points})
+        return Response(answer(**head, range=range_name, resolution_s=resolution_s, points=points))
 
     def validated(self, serializer_class):
         """Validate ``request.data`` (an object) or raise the 400 envelope."""

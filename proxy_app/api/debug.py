@@ -13,6 +13,7 @@ from controlplane.api.viewsets import ControlPlaneViewSet, query_bool
 from proxy_app.api.listing import load_rows, resource_rows
 from proxy_app.api.openapi import pool_debug_schema
 from proxy_app.api.openapi.answers import (
+    POOL_HISTORY,
     InstanceLoads,
     InstanceResources,
     PoolResourceAnswer,
@@ -27,9 +28,10 @@ from proxy_app.pool.summary import pool_resource, proxy_id
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
 # How many alive instance ids /debug/status shows (the original CLI's sample).
 SAMPLE_IDS = 10
-STATUS, RESOURCES, LOADS, POOL_RESOURCE, SOURCES = (
+STATUS, RESOURCES, LOADS, POOL_RESOURCE, SOURCES, HISTORY = (
     RowShape(answer, json_as_text=False).answer_builder()
-    for answer in (ProxyStatus, InstanceResources, InstanceLoads, PoolResourceAnswer, PoolResourceSources))
+    for answer in (ProxyStatus, InstanceResources, InstanceLoads, PoolResourceAnswer, PoolResourceSources,
+                   POOL_HISTORY))
 
 
 @pool_debug_schema
@@ -65,7 +67,7 @@ class PoolDebugViewSet(ControlPlaneViewSet):
     @action(detail=False, methods=["get"], url_path="pool_resource/history")
     def pool_resource_history(self, request):
         """The pool's summary over a range, from the recorder's PoolResource rows (SPEC 9)."""
-        return self.series_response(POOL, {"proxy_id": proxy_id()})
+        return self.series_response(POOL, HISTORY, proxy_id=proxy_id())
 
     @action(detail=False, methods=["get"])
     def pool_resource_sources(self, request):

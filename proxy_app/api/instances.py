@@ -11,13 +11,14 @@ from controlplane.api.rows import RowShape
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app.api.listing import instance_list_json
 from proxy_app.api.openapi import instance_schema
-from proxy_app.api.openapi.answers import InstanceRegistered
+from proxy_app.api.openapi.answers import INSTANCE_HISTORY, InstanceRegistered
 from proxy_app.api.serializers import RegisterSerializer
 from proxy_app.models import Instance
 from proxy_app.ops.history import INSTANCES
 
-# The register answer, built from the serializer the schema publishes (``controlplane.api.rows``).
-REGISTERED = RowShape(InstanceRegistered, json_as_text=False).answer_builder()
+# The register and history answers, built from the serializers the schema publishes (``controlplane.api.rows``).
+REGISTERED, HISTORY = (RowShape(answer, json_as_text=False).answer_builder()
+                       for answer in (InstanceRegistered, INSTANCE_HISTORY))
 
 
 @instance_schema
@@ -50,4 +51,4 @@ class InstanceViewSet(ControlPlaneViewSet):
         instance_id = query_id(request, "instance_id")
         if not Instance.objects.filter(pk=instance_id).exists() and not INSTANCES.has(instance_id):
             raise exceptions.NotFound({"instance_id": ["Unknown instance."]})
-        return self.series_response(INSTANCES, {"instance_id": instance_id}, instance_id)
+        return self.series_response(INSTANCES, HISTORY, instance_id, instance_id=instance_id)

@@ -10,11 +10,19 @@ from rest_framework import exceptions
 from agent.prefix_keys import prompt_keys
 from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response
-from controlplane.api.placement import VERDICT_HEADER, PlacementView, decision_body, placement_response
+from controlplane.api.placement import VERDICT_HEADER, PlacementView, placement_response
 from controlplane.api.route_gate import RouteBusy
+from controlplane.api.rows import RowShape
 from controlplane.api.tokens import Scope
 from controlplane.endpoints.placement import Verdict
-from proxy_app.api.openapi.placement import endpoint_schema, feedback_schema, placement_schema
+from proxy_app.api.openapi.placement import (
+    FeedbackTaken,
+    InstancePlacement,
+    PlacementCandidate,
+    endpoint_schema,
+    feedback_schema,
+    placement_schema,
+)
 from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, PLACEMENT_BODY, FeedbackSerializer
 from proxy_app.placement import fence_store
@@ -23,30 +31,19 @@ from proxy_app.placement.decision import PLACEMENTS, Request
 from proxy_app.prefix.keeper import PREFIX
 from proxy_app.prefix.store import record_learned
 
+# The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
+CANDIDATE, PLACEMENT, FEEDBACK_TAKEN = (RowShape(answer, json_as_text=False).answer_builder()
+                                        for answer in (PlacementCandidate, InstancePlacement, FeedbackTaken))
+
 
 def candidate_answer(ranked):
-    candidate = ranked.candidate
-    return {
-        "instance_id": candidate.instance_id,
-        "host": candidate.host,
-        "port": candidate.port,
-        "endpoints": list(candidate.endpoints),
-        "pressure": ranked.pressure,
-        "requests_waiting": candidate.requests_waiting,
-        "requests_running": candidate.requests_running,
-        "kv_cache_usage_ratio": candidate.kv_cache_usage_ratio,
-        "signal_age_s": ranked.signal_age_s,
-        "reasons": list(ranked.reasons),
-        "prefix_hit_blocks": ranked.prefix_hit_blocks,
-        "prefix_hit_tokens": ranked.prefix_hit_blocks * settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
-    }
+    return CANDIDATE(ranked=ranked, block_tokens=settings.FLEETWATCH_PREFIX_BLOCK_TOKENS)
 
 
 def placement_body(decision, now):
-    body = decision_body(decision, now, candidate_answer)
-    body["prompt_blocks"] = decision.prompt_blocks
-    body["prefix_source"] = decision.prefix_source
-    return body
+    block_tokens = settings.FLEETWATCH_PREFIX_BLOCK_TOKENS
+    return PLACEMENT(decision=decision, now=now, candidates=[CANDIDATE(ranked=ranked, block_tokens=block_tokens)
+                                                             for ranked in decision.answered])
 
 
 def prompt_keys_of(data):
@@ -188,4 +185,4 @@ class FeedbackView(HotWriteView):
         fenced = fence_store.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
-        return json_response({"ok": True, "fenced": fenced})
+        return json_response(FEEDBACK_TAKEN(fenced=fenced))

@@ -16,14 +16,21 @@ from controlplane import clock
 from controlplane.api.fields import BodyChecks
 from controlplane.api.group_commit import REPORTS
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
+from controlplane.api.rows import RowShape
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
+from proxy_app.api.openapi.answers import CapabilityFingerprintRejected, SnapshotAccepted, UnknownInstance, Unregistered
 from proxy_app.api.openapi.bodies import InstanceHeartbeat, InstanceId, Snapshot
 from proxy_app.ingest.store import IngestResult, ingest_snapshot
-from proxy_app.managers import UNKNOWN_INSTANCE, Heartbeat
+from proxy_app.managers import Heartbeat
 from proxy_app.models import Instance
 
-UNKNOWN_INSTANCE_ANSWER = {"ok": False, "error": UNKNOWN_INSTANCE}
+# The answers, built from the serializers the schema publishes (``controlplane.api.rows``); the constant ones
+# once here: the unknown instance's compat body, a late snapshot's (``stale``, its one optional key, present).
+UNKNOWN_INSTANCE_ANSWER, STALE_ANSWER = (RowShape(answer, json_as_text=False).answer_builder()()
+                                         for answer in (UnknownInstance, SnapshotAccepted))
+REJECTED, UNREGISTERED = (RowShape(answer, json_as_text=False).answer_builder()
+                          for answer in (CapabilityFingerprintRejected, Unregistered))
 # Each body's rules, declared once (the schema's serializers) and run as one plain loop per report.
 SNAPSHOT_BODY = BodyChecks(Snapshot)
 HEARTBEAT_BODY = BodyChecks(InstanceHeartbeat)
@@ -43,7 +50,7 @@ class SnapshotView(HotWriteView):
         if result is IngestResult.UNKNOWN:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
         if result is IngestResult.STALE:
-            return json_response({"ok": True, "stale": True})
+            return json_response(STALE_ANSWER)
         return ok_response()
 
 
@@ -64,13 +71,8 @@ class HeartbeatView(HotWriteView):
         if outcome is Heartbeat.UNKNOWN_INSTANCE:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
         # The original's answer: the instance re-sends its capabilities.
-        return json_response({
-            "ok": False,
-            "error": outcome.value,
-            "requires_capabilities": True,
-            "expected_fingerprint": stored,
-            "reported_fingerprint": data["capability_fingerprint"],
-        })
+        return json_response(REJECTED(error=outcome.value, stored=stored,
+                                      reported_fingerprint=data["capability_fingerprint"]))
 
 
 @extend_schema_view(post=unregister_schema)
@@ -82,4 +84,4 @@ class UnregisterView(HotWriteView):
     def respond(self, data, grant):
         data = UNREGISTER_BODY(data)
         unregister = functools.partial(Instance.objects.unregister, data["instance_id"], clock.now())
-        return json_response({"ok": REPORTS.commit(unregister)})
+        return json_response(UNREGISTERED(ok=REPORTS.commit(unregister)))

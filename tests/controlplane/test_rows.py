@@ -2,6 +2,9 @@
 the declared keys out, read as the declaration says. No database: the rows are tuples in the order of
 the shape's ``columns``."""
 
+import operator
+import types
+
 import orjson
 import pytest
 from rest_framework import serializers
@@ -98,3 +101,42 @@ def test_it_builds_one_answer_of_keyword_values_one_per_column():
 def test_an_answer_refuses_values_that_are_not_its_columns(values):
     with pytest.raises(TypeError):
         RowShape(Answer, json_as_text=False).answer_builder()(**values)
+
+
+def test_one_answer_is_one_dict_display_of_its_parameters_with_the_shared_calls_made_once():
+    shape = RowShape(Row, json_as_text=False, one=True)
+    calls = []
+
+    def judge(a, b):
+        calls.append((a, b))
+        return "v", "r"
+
+    answer = shape.builder(judge=judge)
+    assert "for " not in shape.source and "row[" not in shape.source
+    built = answer(entry_id="e", host="h", tags=["x"], a=3, b=2, inflight=1, other__inflight=None)
+    assert built == {"entry_id": "e", "host": "h", "tags": ["x"], "verdict": "v", "reason": "r", "doubled": 6,
+                     "queue": None, "load": {"inflight": 1}, "other": {"inflight": None}}
+    assert calls == [(3, 2)]
+
+
+class Clashing(serializers.Serializer):
+    sub = serializers.IntegerField()
+    difference = reads(serializers.IntegerField(), "sub", "b", using=operator.sub)  # a function named as a column
+
+
+def test_one_answer_names_a_function_apart_from_a_column_of_its_name():
+    assert RowShape(Clashing, json_as_text=False).answer_builder()(sub=5, b=2) == {"sub": 5, "difference": 3}
+
+
+class Placed(serializers.Serializer):
+    host = reads(serializers.CharField(), "ranked.candidate.host")
+    reasons = reads(serializers.ListField(child=serializers.CharField()), "ranked.reasons", using=list)
+    tokens = reads(serializers.IntegerField(), "ranked.blocks", "block_tokens", using=operator.mul)
+
+
+def test_one_answer_reads_an_attribute_path_of_a_value_given():
+    ranked = types.SimpleNamespace(candidate=types.SimpleNamespace(host="h"), reasons=("a",), blocks=3)
+    answer = RowShape(Placed, json_as_text=False).answer_builder()
+    assert answer(ranked=ranked, block_tokens=16) == {"host": "h", "reasons": ["a"], "tokens": 48}
+    with pytest.raises(TypeError):
+        answer(ranked=ranked)  # a value it reads, not given

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from controlplane.api.rows import alive_field, status_field
+from controlplane.api.rows import alive_field, reads, status_field
 from controlplane.api.schema.parts import Const
 from controlplane.endpoints.liveness import Status
 from controlplane.series.history import RANGES
@@ -78,7 +78,8 @@ def history_point(name, figures, admission):
 
 
 def history_answer(name, key, point_name, point_model):
-    """A history answer (SPEC 9): the entry's id under ``key``, the range, and points of ``point_model``'s figures."""
+    """A history answer (SPEC 9): the entry's id under ``key``, the range, and points of ``point_model``'s figures;
+    ``ControlPlaneViewSet.series_response`` builds it (``RowShape.answer_builder``), the points as read."""
     point = history_point(point_name, point_model.FIGURES, point_model.ADMISSION)
     return type(name, (serializers.Serializer,), {
         "__doc__": "A series over a range (SPEC 9).",
@@ -89,7 +90,7 @@ def history_answer(name, key, point_name, point_model):
             "points (the recorder's tick for the Proxy's series, a proxy's heartbeat interval for the "
             "Scheduler's copy; the configured tick when there are fewer than two points); in minutes, "
             "the width of a point's bucket (60, or a multiple on wider ranges).")),
-        "points": point(many=True),
+        "points": reads(point(many=True), "points"),
     })
 
 

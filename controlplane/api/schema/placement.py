@@ -4,7 +4,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 
-from controlplane.api.placement import DESTINATION_HEADER
+from controlplane.api.placement import DESTINATION_HEADER, answers_candidates
+from controlplane.api.rows import reads
 from controlplane.api.schema.errors import (
     DATABASE_UNAVAILABLE,
     ROUTE_BUSY,
@@ -18,17 +19,22 @@ RULES_HELP = "How many were not eligible, per rule (only rules that left some ou
 
 
 def answer_fields(candidate, candidates_help):
-    """The fields of a placement answer around a ``candidate`` serializer."""
+    """The fields of a placement answer around a ``candidate`` serializer, each read as the role's builder
+    (``RowShape(answer).answer_builder()``) reads it: from the ``decision``, the answer's ``now`` and the
+    role's ``candidates`` (its answer of each of ``decision.answered``)."""
     return {
-        "ok": serializers.BooleanField(help_text="true for accept and queue."),
-        "verdict": serializers.ChoiceField(choices=VERDICTS),
-        "reason": serializers.CharField(help_text="Why: lowest_pressure, session_affinity, all_saturated, "
-                                                  "all_over_shed_pressure, fail_open_stale, no_eligible_…"),
-        "generated_at": serializers.FloatField(help_text="Epoch seconds: the answer's now."),
-        "considered": serializers.IntegerField(min_value=0),
-        "eligible": serializers.IntegerField(min_value=0),
-        "excluded": serializers.DictField(child=serializers.IntegerField(min_value=1), help_text=RULES_HELP),
-        "candidates": candidate(many=True, help_text=candidates_help),
+        "ok": reads(serializers.BooleanField(help_text="true for accept and queue."), "decision.verdict.value",
+                    using=answers_candidates),
+        "verdict": reads(serializers.ChoiceField(choices=VERDICTS), "decision.verdict.value"),
+        "reason": reads(serializers.CharField(help_text="Why: lowest_pressure, session_affinity, all_saturated, "
+                                                        "all_over_shed_pressure, fail_open_stale, no_eligible_…"),
+                        "decision.reason"),
+        "generated_at": reads(serializers.FloatField(help_text="Epoch seconds: the answer's now."), "now"),
+        "considered": reads(serializers.IntegerField(min_value=0), "decision.considered"),
+        "eligible": reads(serializers.IntegerField(min_value=0), "decision.eligible"),
+        "excluded": reads(serializers.DictField(child=serializers.IntegerField(min_value=1), help_text=RULES_HELP),
+                          "decision.excluded"),
+        "candidates": reads(candidate(many=True, help_text=candidates_help), "candidates"),
     }
 
 

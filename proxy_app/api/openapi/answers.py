@@ -2,9 +2,10 @@
 
 The instance rows are ``rows``'; the pool summary and the link's state are
 ``proxy_app.pool.answers``' (the link, the pages and the recorder build them
-too). The register answer (``InstanceRegistered``) and ``/debug/status``
-(``ProxyStatus``) are built from these serializers by ``RowShape.answer_builder``
-(``controlplane.api.rows``), so each key is declared here and nowhere else.
+too). Every answer here is built from its serializer by ``RowShape.answer_builder``
+(``controlplane.api.rows``): the register answer, the reports' answers
+(``proxy_app.api.reports``), the debug answers and the histories, so each key
+is declared here and nowhere else.
 """
 
 import operator
@@ -16,6 +17,7 @@ from controlplane.api.rows import reads
 from controlplane.api.schema.answers import OkBody, history_answer
 from controlplane.api.schema.parts import Const
 from proxy_app.api.openapi.rows import InstanceLoadRow, InstanceResourceRow, fingerprint_field
+from proxy_app.managers import UNKNOWN_INSTANCE
 from proxy_app.models import InstanceSample, PoolResource
 from proxy_app.pool.answers import PoolMetricQuality, PoolMetricSource, PoolResourceSummary, SchedulerLink
 from proxy_app.pool.least_load import LOAD_SOURCE, UNAVAILABLE
@@ -32,7 +34,7 @@ class UnknownInstance(serializers.Serializer):
     """compat: this Proxy does not know the instance (200, not 404); re-register."""
 
     ok = Const(False)
-    error = Const("unknown_instance")
+    error = Const(UNKNOWN_INSTANCE)
 
 
 class CapabilityFingerprintRejected(serializers.Serializer):
@@ -43,7 +45,7 @@ class CapabilityFingerprintRejected(serializers.Serializer):
     error = serializers.ChoiceField(choices=["capability_fingerprint_unknown", "capability_fingerprint_mismatch"],
                                     help_text="`…_unknown`: none stored; `…_mismatch`: others stored.")
     requires_capabilities = Const(True)
-    expected_fingerprint = fingerprint_field("The stored one; null when none.")
+    expected_fingerprint = reads(fingerprint_field("The stored one; null when none."), "stored")
     reported_fingerprint = serializers.CharField(help_text="The one sent.")
 
 

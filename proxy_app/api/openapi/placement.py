@@ -1,4 +1,10 @@
-"""The Proxy's placement, its GET variant for nginx, and feedback (SPEC 14.1, 14.2) as OpenAPI."""
+"""The Proxy's placement, its GET variant for nginx, and feedback (SPEC 14.1, 14.2) as OpenAPI.
+
+The answers' serializers (``PlacementCandidate``, ``InstancePlacement``, ``FeedbackTaken``) are also what
+``proxy_app.api.placement`` builds its answers from (``RowShape.answer_builder`` of ``controlplane.api.rows``).
+"""
+
+import operator
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
@@ -12,6 +18,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from controlplane.api.placement import DESTINATION_HEADER, MAX_EXCLUDE, MODEL_LENGTH, VERDICT_HEADER
+from controlplane.api.rows import always, reads
 from controlplane.api.schema.errors import FORBIDDEN, ROUTE_BUSY, besides, read_errors
 from controlplane.api.schema.operations import write_operation
 from controlplane.api.schema.placement import answer_fields, placement_operation
@@ -49,37 +56,46 @@ class PlacementBodyScheme(OpenApiSerializerExtension):
         return {**schema, "not": {"anyOf": refused}}
 
 
+def ranked(field, attribute, using=None):
+    """``field``, read from the ranked candidate (``Ranked``; ``candidate.…``: what is known of the instance)."""
+    return reads(field, f"ranked.{attribute}", using=using)
+
+
 class PlacementCandidate(serializers.Serializer):
-    instance_id = serializers.CharField()
-    host = serializers.CharField()
-    port = serializers.IntegerField()
-    endpoints = serializers.ListField(child=serializers.JSONField())
-    pressure = serializers.FloatField(allow_null=True, help_text="max(waiting ÷ W, KV usage ÷ K), or GPU "
-                                                                 "utilisation ÷ 100 without an engine; null: none known.")
-    requests_waiting = serializers.IntegerField(allow_null=True)
-    requests_running = serializers.IntegerField(allow_null=True)
-    kv_cache_usage_ratio = serializers.FloatField(allow_null=True)
-    signal_age_s = serializers.FloatField(allow_null=True, help_text="Age of the latest snapshot.")
-    reasons = serializers.ListField(child=serializers.CharField())
-    prefix_hit_blocks = serializers.IntegerField(help_text="The longest leading run of the prompt's block keys "
-                                                           "this instance holds (SPEC 15.5); 0 when none or "
-                                                           "without a prompt.")
-    prefix_hit_tokens = serializers.IntegerField(help_text="prefix_hit_blocks × FLEETWATCH_PREFIX_BLOCK_TOKENS.")
+    instance_id = ranked(serializers.CharField(), "candidate.instance_id")
+    host = ranked(serializers.CharField(), "candidate.host")
+    port = ranked(serializers.IntegerField(), "candidate.port")
+    endpoints = ranked(serializers.ListField(child=serializers.JSONField()), "candidate.endpoints", using=list)
+    pressure = ranked(serializers.FloatField(allow_null=True, help_text=(
+        "max(waiting ÷ W, KV usage ÷ K), or GPU utilisation ÷ 100 without an engine; null: none known.")), "pressure")
+    requests_waiting = ranked(serializers.IntegerField(allow_null=True), "candidate.requests_waiting")
+    requests_running = ranked(serializers.IntegerField(allow_null=True), "candidate.requests_running")
+    kv_cache_usage_ratio = ranked(serializers.FloatField(allow_null=True), "candidate.kv_cache_usage_ratio")
+    signal_age_s = ranked(serializers.FloatField(allow_null=True, help_text="Age of the latest snapshot."),
+                          "signal_age_s")
+    reasons = ranked(serializers.ListField(child=serializers.CharField()), "reasons", using=list)
+    prefix_hit_blocks = ranked(serializers.IntegerField(help_text="The longest leading run of the prompt's block "
+                                                                  "keys this instance holds (SPEC 15.5); 0 when "
+                                                                  "none or without a prompt."), "prefix_hit_blocks")
+    prefix_hit_tokens = reads(serializers.IntegerField(help_text="prefix_hit_blocks × FLEETWATCH_PREFIX_BLOCK_TOKENS."),
+                              "ranked.prefix_hit_blocks", "block_tokens", using=operator.mul)
 
 
 InstancePlacement = type("InstancePlacement", (serializers.Serializer,), {
     "__doc__": "Where a request should go in this pool (SPEC 14.1, 15.5).",
     **answer_fields(PlacementCandidate, "At most `count`; none when shedding or unavailable."),
-    "prompt_blocks": serializers.IntegerField(allow_null=True, help_text="The prompt's full blocks; null "
-                                                                         "without a prompt."),
-    "prefix_source": serializers.ChoiceField(choices=["events", "placements"], allow_null=True, help_text=(
+    "prompt_blocks": reads(serializers.IntegerField(allow_null=True, help_text="The prompt's full blocks; null "
+                                                                               "without a prompt."),
+                           "decision.prompt_blocks"),
+    "prefix_source": reads(serializers.ChoiceField(choices=["events", "placements"], allow_null=True, help_text=(
         "Where cached prefixes were read from: `events` (some eligible instance's engine publishes its KV-cache "
         "events), `placements` (learned from this pool's own accepted placements); null without a prompt.")),
+        "decision.prefix_source"),
 })
 
 
 class FeedbackTaken(serializers.Serializer):
-    ok = serializers.BooleanField(help_text="true: the outcome was counted.")
+    ok = always(serializers.BooleanField(help_text="true: the outcome was counted."), True)
     fenced = serializers.BooleanField(help_text="Whether the instance is fenced now.")
 
 
