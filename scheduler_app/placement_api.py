@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_view
 
 from controlplane import clock
 from controlplane.api.placement import PlacementView, placement_response
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.endpoints.boards import PlacementKeeper
 from scheduler_app.models import Proxy
 from scheduler_app.openapi import PoolPlacement, PoolPlacementCandidate, placement_schema
@@ -57,8 +57,7 @@ BOARD = PoolKeeper()
 
 
 # The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
-CANDIDATE, PLACEMENT = (RowShape(answer, json_as_text=False).answer_builder()
-                        for answer in (PoolPlacementCandidate, PoolPlacement))
+CANDIDATE, PLACEMENT = answers_of(PoolPlacementCandidate, PoolPlacement)
 
 
 def pool_candidate_answer(ranked):

@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from controlplane import clock
 from controlplane.api.hot_path import ok_response
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from scheduler_app.history import PROXY_POOLS
 from scheduler_app.models import Proxy
@@ -27,10 +27,9 @@ from scheduler_app.serializers import (
 )
 
 # The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
-REGISTERED, HISTORY, POOL_RESOURCES = (RowShape(answer, json_as_text=False).answer_builder()
-                                       for answer in (ProxyRegistered, PROXY_HISTORY, ProxyPoolResources))
+REGISTERED, HISTORY, POOL_RESOURCES = answers_of(ProxyRegistered, PROXY_HISTORY, ProxyPoolResources)
 # The original's FastAPI HTTPException body; its proxies re-register on it.
-NOT_REGISTERED = RowShape(ProxyNotRegistered, json_as_text=False).answer_builder()()
+NOT_REGISTERED = answers_of(ProxyNotRegistered)[0]()
 
 
 def proxies_in_view(request, include_dead_default, now):

@@ -265,3 +265,9 @@ class RowShape:
             name = f"{kind}_{len(self.constants)}"
         self.constants[name] = value
         return name
+
+
+def answers_of(*serializer_classes):
+    """``answer(**values)`` of each declaration (``RowShape.answer_builder``), its JSON keys as the values given."""
+    return tuple(RowShape(serializer_class, json_as_text=False).answer_builder()
+                 for serializer_class in serializer_classes)

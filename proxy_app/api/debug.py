@@ -8,7 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool
 from proxy_app.api.listing import load_rows, resource_rows
 from proxy_app.api.openapi import pool_debug_schema
@@ -28,10 +28,8 @@ from proxy_app.pool.summary import pool_resource, proxy_id
 NULL_SEMANTICS = "0 means measured zero; null means unavailable, not wired, or unknown"
 # How many alive instance ids /debug/status shows (the original CLI's sample).
 SAMPLE_IDS = 10
-STATUS, RESOURCES, LOADS, POOL_RESOURCE, SOURCES, HISTORY = (
-    RowShape(answer, json_as_text=False).answer_builder()
-    for answer in (ProxyStatus, InstanceResources, InstanceLoads, PoolResourceAnswer, PoolResourceSources,
-                   POOL_HISTORY))
+STATUS, RESOURCES, LOADS, POOL_RESOURCE, SOURCES, HISTORY = answers_of(
+    ProxyStatus, InstanceResources, InstanceLoads, PoolResourceAnswer, PoolResourceSources, POOL_HISTORY)
 
 
 @pool_debug_schema

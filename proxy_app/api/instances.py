@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from controlplane import clock
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.viewsets import ControlPlaneViewSet, query_bool, query_id
 from proxy_app.api.listing import instance_list_json
 from proxy_app.api.openapi import instance_schema
@@ -17,8 +17,7 @@ from proxy_app.models import Instance
 from proxy_app.ops.history import INSTANCES
 
 # The register and history answers, built from the serializers the schema publishes (``controlplane.api.rows``).
-REGISTERED, HISTORY = (RowShape(answer, json_as_text=False).answer_builder()
-                       for answer in (InstanceRegistered, INSTANCE_HISTORY))
+REGISTERED, HISTORY = answers_of(InstanceRegistered, INSTANCE_HISTORY)
 
 
 @instance_schema

@@ -12,7 +12,7 @@ from controlplane import clock
 from controlplane.api.hot_path import HotWriteView, json_response
 from controlplane.api.placement import VERDICT_HEADER, PlacementView, placement_response
 from controlplane.api.route_gate import RouteBusy
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.tokens import Scope
 from controlplane.endpoints.placement import Verdict
 from proxy_app.api.openapi.placement import (
@@ -32,8 +32,7 @@ from proxy_app.prefix.keeper import PREFIX
 from proxy_app.prefix.store import record_learned
 
 # The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
-CANDIDATE, PLACEMENT, FEEDBACK_TAKEN = (RowShape(answer, json_as_text=False).answer_builder()
-                                        for answer in (PlacementCandidate, InstancePlacement, FeedbackTaken))
+CANDIDATE, PLACEMENT, FEEDBACK_TAKEN = answers_of(PlacementCandidate, InstancePlacement, FeedbackTaken)
 
 
 def candidate_answer(ranked):

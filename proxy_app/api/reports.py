@@ -16,7 +16,7 @@ from controlplane import clock
 from controlplane.api.fields import BodyChecks
 from controlplane.api.group_commit import REPORTS
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.serializers import HeartbeatSerializerBase
 from proxy_app.api.openapi import heartbeat_schema, snapshot_schema, unregister_schema
 from proxy_app.api.openapi.answers import CapabilityFingerprintRejected, SnapshotAccepted, UnknownInstance, Unregistered
@@ -27,10 +27,8 @@ from proxy_app.models import Instance
 
 # The answers, built from the serializers the schema publishes (``controlplane.api.rows``); the constant ones
 # once here: the unknown instance's compat body, a late snapshot's (``stale``, its one optional key, present).
-UNKNOWN_INSTANCE_ANSWER, STALE_ANSWER = (RowShape(answer, json_as_text=False).answer_builder()()
-                                         for answer in (UnknownInstance, SnapshotAccepted))
-REJECTED, UNREGISTERED = (RowShape(answer, json_as_text=False).answer_builder()
-                          for answer in (CapabilityFingerprintRejected, Unregistered))
+UNKNOWN_INSTANCE_ANSWER, STALE_ANSWER = (answer() for answer in answers_of(UnknownInstance, SnapshotAccepted))
+REJECTED, UNREGISTERED = answers_of(CapabilityFingerprintRejected, Unregistered)
 # Each body's rules, declared once (the schema's serializers) and run as one plain loop per report.
 SNAPSHOT_BODY = BodyChecks(Snapshot)
 HEARTBEAT_BODY = BodyChecks(InstanceHeartbeat)
