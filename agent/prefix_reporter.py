@@ -118,13 +118,9 @@ class PrefixReporter(SteppingThread):
     def __init__(self, client, sources, instance_id, block_tokens, on_unknown_instance=None, interval_s=0.25,
                  full_every_s=300.0, clock=time.monotonic, clock_wall_ms=wall_ms, backoff=None, failure_log=None):
         self._start_stepping(client, backoff, clock)
-        self._sources = sources
-        self._instance_id = instance_id
-        self._block_tokens = block_tokens
+        self._sources, self._instance_id, self._block_tokens = sources, instance_id, block_tokens
         self._on_unknown_instance = on_unknown_instance
-        self._interval_s = interval_s
-        self._full_every_s = full_every_s
-        self._wall_ms = clock_wall_ms
+        self._interval_s, self._full_every_s, self._wall_ms = interval_s, full_every_s, clock_wall_ms
         self._failures = failure_log or FailureLog(logger=log, clock=clock)
         self._streams: dict[str, _Stream] = {}
         self.bodies_sent = 0

@@ -155,11 +155,8 @@ class LocalAgent:
 
     def __init__(self, var_dir, cwd=None, argv_for=agent_argv,
                  start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S):
-        self.var_dir = Path(var_dir)
-        self.cwd = cwd
-        self.argv_for = argv_for
-        self.start_timeout_s = start_timeout_s
-        self.stop_timeout_s = stop_timeout_s
+        self.var_dir, self.cwd, self.argv_for = Path(var_dir), cwd, argv_for
+        self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
 
     @classmethod
     def from_settings(cls):
