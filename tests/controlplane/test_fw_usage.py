@@ -37,5 +37,5 @@ def test_its_usage_names_every_option_of_up():
     parser = argparse.ArgumentParser(add_help=False)
     Up().add_arguments(parser)  # up's own options, without Django's common ones
     options = {option for action in parser._actions for option in action.option_strings}
-    assert options == {"--host", "--port", "--no-agent", "--workers", "--agent-listen", "--no-migrate"}
+    assert options == {"--host", "--port", "--no-agent", "--workers", "--agent-listen", "--route-port", "--no-migrate"}
     assert {option for option in options if option not in up_line} == set()
