@@ -65,7 +65,8 @@ def pool_candidate_answer(ranked):
 
 
 def pool_placement_body(decision, now):
-    return PLACEMENT(decision=decision, now=now, candidates=[CANDIDATE(ranked=ranked) for ranked in decision.answered])
+    return PLACEMENT(decision=decision, now=now,
+                     candidates=[pool_candidate_answer(ranked) for ranked in decision.answered])
 
 
 @extend_schema_view(post=placement_schema)

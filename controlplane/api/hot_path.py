@@ -13,11 +13,11 @@ from rest_framework.views import APIView
 from controlplane.api import errors, renderers, route_gate
 from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, write_allowance
 from controlplane.api.parsers import parse_json_body
-from controlplane.api.rows import RowShape
+from controlplane.api.rows import answers_of
 from controlplane.api.schema.answers import OkBody
 
 # ``{"ok": true}``: its declaration (``OkBody``, which the schema publishes) built and rendered once.
-OK_BODY = renderers.dumps(RowShape(OkBody, json_as_text=False).answer_builder()())
+OK_BODY = renderers.dumps(answers_of(OkBody)[0]())
 
 
 def ok_response():

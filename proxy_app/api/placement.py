@@ -40,9 +40,7 @@ def candidate_answer(ranked):
 
 
 def placement_body(decision, now):
-    block_tokens = settings.FLEETWATCH_PREFIX_BLOCK_TOKENS
-    return PLACEMENT(decision=decision, now=now, candidates=[CANDIDATE(ranked=ranked, block_tokens=block_tokens)
-                                                             for ranked in decision.answered])
+    return PLACEMENT(decision=decision, now=now, candidates=[candidate_answer(ranked) for ranked in decision.answered])
 
 
 def prompt_keys_of(data):

@@ -2,11 +2,13 @@
 and the route listener answers one in processes of its own at a lower priority (issue 30, item 2): on the real
 web server (granian, two processes), on the suite's database."""
 
+import contextlib
 import os
 import threading
 import time
 from collections import Counter
 
+import psutil
 import pytest
 import requests
 
@@ -78,15 +80,12 @@ def test_a_flood_past_the_route_share_gets_429_with_retry_after_while_reports_ar
 def niceness_of_servers_on(port):
     """The niceness of every granian process (its main process and workers) started for ``port``."""
     found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-            if any(arg.endswith(b"granian") for arg in argv) and b"--port" in argv \
-                    and argv[argv.index(b"--port") + 1] == str(port).encode():
-                found[int(pid)] = os.getpriority(os.PRIO_PROCESS, int(pid))
-        except (OSError, IndexError):
-            continue
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if any(arg.endswith("granian") for arg in argv) and "--port" in argv \
+                and argv[argv.index("--port") + 1:][:1] == [str(port)]:
+            with contextlib.suppress(psutil.Error):
+                found[process.pid] = process.nice()
     return found
 
 
