@@ -183,8 +183,12 @@ class Deployment:
 class WebServer:
     """The deployment's web server: granian as ``up`` runs it, or gunicorn to compare."""
 
-    def __init__(self, deployment, kind="granian", workers=None, threads=1, env=None,
+    def __init__(self, deployment, kind="granian", workers=None, threads=None, env=None,
                  app="controlplane.wsgi:application"):
+        """``threads``: granian's blocking threads a worker; None, as ``up`` runs it (``FLEETWATCH_WEB_THREADS``)."""
+        from controlplane import settings  # plain constants from the environment: no Django set-up needed
+
+        threads = threads or settings.FLEETWATCH_WEB_THREADS
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.kind = kind
@@ -196,7 +200,7 @@ class WebServer:
         else:
             argv = [PYTHON, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{self.port}",
                     "--workers", str(self.workers), "--worker-class", "sync", "--log-level", "warning"]
-        self.label = f"{kind} ×{self.workers}" + (f" ({threads} thread)" if kind == "granian" else " (sync)")
+        self.label = f"{kind} ×{self.workers}" + (f" ({threads} threads)" if kind == "granian" else " (sync)")
         self.process = subprocess.Popen(argv, env={**deployment.env, **(env or {})}, cwd=deployment.root)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

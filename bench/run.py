@@ -245,7 +245,7 @@ def main():
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     parser.add_argument("--server", choices=("granian", "gunicorn"), default="granian")
     parser.add_argument("--workers", type=int, default=None, help="default: one per CPU (as up)")
-    parser.add_argument("--threads", type=int, default=1, help="granian blocking threads per worker")
+    parser.add_argument("--threads", type=int, help="granian blocking threads per worker (default: as up runs it)")
     parser.add_argument("--seconds", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pool-size", type=int, default=10_000)
