@@ -188,7 +188,8 @@ class WebServer:
         """``threads``: granian's blocking threads a worker; None, as ``up`` runs it (``FLEETWATCH_WEB_THREADS``)."""
         from controlplane import settings  # plain constants from the environment: no Django set-up needed
 
-        threads = threads or settings.FLEETWATCH_WEB_THREADS
+        server_env = {**deployment.env, **(env or {})}
+        threads = threads or int(server_env.get("FLEETWATCH_WEB_THREADS", settings.FLEETWATCH_WEB_THREADS))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.kind = kind
@@ -201,7 +202,7 @@ class WebServer:
             argv = [PYTHON, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{self.port}",
                     "--workers", str(self.workers), "--worker-class", "sync", "--log-level", "warning"]
         self.label = f"{kind} ×{self.workers}" + (f" ({threads} threads)" if kind == "granian" else " (sync)")
-        self.process = subprocess.Popen(argv, env={**deployment.env, **(env or {})}, cwd=deployment.root)
+        self.process = subprocess.Popen(argv, env=server_env, cwd=deployment.root)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
