@@ -5,6 +5,7 @@ from array import array
 from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
+from agent.prefix_keys import MAX_TOKEN_ID, token_bytes  # SPEC 15.1: a token is 4 bytes unsigned
 from controlplane.api.fields import BodyChecks, StrictCharField, StrictIntegerField
 from controlplane.api.placement import PlacementBodyBase, optional_text
 from controlplane.api.serializers import RegisterSerializerBase, entry_id_field
@@ -85,13 +86,20 @@ def check_integer_list(data, minimum, maximum, max_length):
 
 
 # Bounds that are exactly a C type's range: packing the list into an ``array`` of that type checks every item's
-# range in one pass in C (a 4,096-token prompt: ~0.05 ms, against ~0.2 ms for min() and max()).
-PACKED_RANGES = {(0, 2 ** (8 * array("I").itemsize) - 1): "I", (-(2**63), 2**63 - 1): "q"}
+# range in one pass in C (8,192 block keys: ~0.05 ms, against ~0.2 ms for min() and max()).
+PACKED_RANGES = {(-(2**63), 2**63 - 1): "q"}
 
 
 def integers_within(data, minimum, maximum):
     """Whether every item of ``data`` is an ``int`` (a ``bool`` is not) from ``minimum`` to ``maximum``: the types in
-    one pass over the list (``map``), the range in another."""
+    one pass over the list (``map``), the range in another. Token ids (SPEC 15.1's range) in the one pass of 15.1's
+    own packing, which checks both (``agent._blocks``: ~0.006 ms for 4,096 against ~0.09 ms)."""
+    if (minimum, maximum) == (0, MAX_TOKEN_ID):
+        try:
+            token_bytes(data)
+        except (TypeError, ValueError):
+            return False
+        return True
     if set(map(type, data)) != {int}:
         return False
     code = PACKED_RANGES.get((minimum, maximum))
@@ -107,7 +115,6 @@ def integers_within(data, minimum, maximum):
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_PROMPT_TOKENS = 131_072
 MAX_PROMPT_KEYS = 8_192
-MAX_TOKEN_ID = 2**32 - 1  # SPEC 15.1: a token is 4 bytes unsigned
 
 
 class PlacementSerializer(PlacementBodyBase):

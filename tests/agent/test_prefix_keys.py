@@ -4,8 +4,11 @@ import hashlib
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent.prefix_keys import chain_keys, prompt_keys, seed_of
+from agent import prefix_keys
+from agent.prefix_keys import chain_keys, prompt_keys, py_chain, py_pack_tokens, seed_of
 
 
 def blake64(data):
@@ -54,3 +57,54 @@ def test_it_refuses_a_token_outside_four_bytes():
         prompt_keys("m", [-1, 2, 3, 4], 4)
     with pytest.raises(ValueError):
         prompt_keys("m", [2**32, 2, 3, 4], 4)
+
+
+def test_it_refuses_a_token_that_is_not_an_int():
+    for bad in (True, 1.0, "1", None):
+        with pytest.raises(TypeError):
+            prompt_keys("m", [1, bad, 3, 4], 4)
+
+
+# The per-block loop is built in C by the install (agent/_blocks.c); the same functions stay in Python for an
+# install without a compiler. Both are held to each other here, and through prompt_keys to hashlib above.
+
+def test_it_is_built_in_c_by_the_install():
+    from agent import _blocks
+
+    assert prefix_keys.COMPILED
+    assert prefix_keys.token_bytes is _blocks.pack_tokens
+
+
+@given(st.integers(-2**63, 2**63 - 1), st.binary(max_size=700), st.integers(1, 300))
+def test_its_c_chain_gives_the_python_chain(previous, data, width):
+    from agent import _blocks
+
+    assert _blocks.chain(previous, data, width) == py_chain(previous, data, width)
+
+
+TOKEN_ITEMS = st.one_of(st.integers(0, 2**32 - 1), st.integers(-2**70, 2**70), st.booleans(), st.floats(),
+                        st.text(max_size=2), st.none())
+
+
+def outcome(pack, tokens):
+    """The bytes, or the refusal (TypeError for a wrong type, ValueError for a range: which one when a list holds
+    both may differ, the refusal may not)."""
+    try:
+        return pack(tokens)
+    except (TypeError, ValueError) as exc:
+        return "refused" if any(type(token) is not int for token in tokens) else type(exc)
+
+
+@given(st.lists(TOKEN_ITEMS, max_size=40))
+def test_its_c_check_of_token_ids_gives_the_pythons(tokens):
+    from agent import _blocks
+
+    assert outcome(_blocks.pack_tokens, tokens) == outcome(py_pack_tokens, tokens)
+
+
+def test_its_c_chain_refuses_what_the_pythons_refuses():
+    from agent import _blocks
+
+    for chain in (_blocks.chain, py_chain):
+        with pytest.raises(ValueError):
+            chain(0, b"x" * 8, 0)
