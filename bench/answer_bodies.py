@@ -25,7 +25,7 @@ NOW = 1767225600.5
 
 def decisions():
     from controlplane.endpoints.placement import Decision, Verdict
-    from proxy_app.placement.decision import Candidate, Ranked
+    from proxy_app.placement.inputs import Candidate, Ranked
     from scheduler_app.placement import PoolCandidate, RankedPool
 
     ranked = [Ranked(Candidate(f"gpu-node-{i}", f"10.0.0.{i}", 8000 + i, 1.0, endpoints=("/v1/chat",),

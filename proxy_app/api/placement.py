@@ -27,7 +27,8 @@ from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, PLACEMENT_BODY, FeedbackSerializer
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
-from proxy_app.placement.decision import PLACEMENTS, Request
+from proxy_app.placement.decision import PLACEMENTS
+from proxy_app.placement.inputs import Request
 from proxy_app.prefix.keeper import PREFIX
 from proxy_app.prefix.store import record_learned
 

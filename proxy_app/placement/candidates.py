@@ -14,7 +14,8 @@ from django.db.models import Q
 from controlplane.endpoints.boards import PlacementKeeper
 from proxy_app.models import Instance
 from proxy_app.placement import fence_store
-from proxy_app.placement.decision import Candidate, CandidateBoard, Policy
+from proxy_app.placement.decision import CandidateBoard
+from proxy_app.placement.inputs import Candidate, Policy
 
 FIELDS = (
     "instance_id", "host", "port", "endpoints", "last_seen_at", "capability_fingerprint", "gpu_util",

@@ -1,11 +1,15 @@
 """Where a request should go, and whether the pool should take it now (SPEC 14.1): pure, no database, no clock.
 
-What placement knows of each instance is a ``Candidate``; a ``CandidateBoard`` holds
-them as columns (one numpy array per field, one slot per instance), so a
-decision over 10,000 instances is a few vector operations, not a walk of
-the fleet in Python. ``CandidateBoard.decide(request, policy, now)`` answers; the
-plain ``decide(candidates, …)`` builds a board and asks it (the tests and
-the worked examples of ``docs/placement.md`` use it). Steps:
+What placement knows of each instance is a ``Candidate`` (``proxy_app.placement.inputs``,
+with the ``Request`` and the ``Policy``); a ``CandidateBoard`` holds them as
+columns (one numpy array per field, one slot per instance), so a decision
+over 10,000 instances is a few vector operations, not a walk of the fleet in
+Python. What moves only with a report or a placement (each instance's
+pressure, and its ranking key but for the signal's age) is worked out for
+that instance when it moves, not for the whole board per decision.
+``CandidateBoard.decide(request, policy, now)`` answers; the plain
+``decide(candidates, …)`` builds a board and asks it (the tests and the
+worked examples of ``docs/placement.md`` use it). Steps:
 
 1. **Eligibility**, each rule in turn; the first that fails names the
    instance's exclusion (``excluded`` counts them per rule): ``excluded``
@@ -47,8 +51,6 @@ the worked examples of ``docs/placement.md`` use it). Steps:
    eligible.
 """
 
-import dataclasses
-
 import numpy as np
 
 from controlplane.endpoints.admission import Admission
@@ -56,76 +58,13 @@ from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import REASONS, Decision, Rule, Sieve, Verdict, stable_hash
 from controlplane.endpoints.slots import Column, SlotColumns
 from proxy_app.ingest.engines import engine_pressure
-from proxy_app.placement.prefix_cost import cost_micros
+from proxy_app.placement.inputs import Ranked
+from proxy_app.placement.prefix_cost import WEIGHT_MICROS
+from proxy_app.placement.ranking_key import MAX_PRESSURE_MICROS, age_centis, pack, pressure_micros, with_prefix_cost
 
 ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # Where a prompt's cached prefix is read from (SPEC 15.5 ``prefix_source``).
 EVENTS, PLACEMENTS = "events", "placements"
-# The ranking key's fields, packed into one int64 (most significant first).
-PRESSURE_BITS, RUNNING_BITS, AGE_BITS = 35, 10, 16
-MAX_PRESSURE_MICROS = (1 << PRESSURE_BITS) - 1
-MAX_RUNNING = (1 << RUNNING_BITS) - 1
-MAX_AGE_CENTIS = (1 << AGE_BITS) - 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-    """What placement knows of one instance."""
-
-    instance_id: str
-    host: str
-    port: int
-    last_seen_at: float
-    reported_at: float | None = None  # the latest snapshot's receive time
-    endpoints: tuple = ()
-    admission_state: str | None = None
-    gpu_error: bool = False
-    fenced: bool = False
-    models: frozenset = frozenset()
-    adapters: frozenset = frozenset()
-    engine_ok: bool = False
-    requests_waiting: int | None = None
-    requests_running: int | None = None
-    kv_cache_usage_ratio: float | None = None
-    gpu_util: float | None = None  # 0-100
-    pending: int = 0  # placed here since its latest report
-    kv_events: bool = False  # some engine's KV-cache events are read with status ok (SPEC 15.2)
-
-    @property
-    def key(self):
-        return self.instance_id
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    model: str | None = None
-    adapter: str | None = None
-    prompt_tokens: int | None = None
-    max_tokens: int | None = None
-    session_key: str | None = None
-    count: int = 3
-    exclude: frozenset = frozenset()
-    prompt_keys: tuple | None = None  # SPEC 15.1 keys of the prompt's full blocks; None: no prompt
-
-
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    ttl_s: float
-    heartbeat_interval_s: float
-    max_age_s: float = 2.0
-    waiting_scale: float = 5.0  # W
-    kv_scale: float = 0.8  # K
-    shed_pressure: float = 2.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Ranked:
-    candidate: Candidate
-    tier: int
-    pressure: float | None
-    signal_age_s: float | None
-    reasons: tuple
-    prefix_hit_blocks: int = 0
 
 
 def _mix(values):
@@ -143,7 +82,13 @@ COLUMNS = {
     "tier": Column(np.int64, NO_SIGNAL_TIER), "waiting": Column(np.float64, 0.0), "kv": Column(np.float64, 0.0),
     "gpu_util": Column(np.float64, 0.0), "running": Column(np.int64, 0), "pending": Column(np.int64, 0),
     "id_hash": Column(np.uint64, 0), "present": Column(bool, False), "kv_events": Column(bool, False),
+    # Derived from the columns above by ``_derive`` for the policy's scales, per slot as it changes (a report, a
+    # placement) rather than over the whole board per decision: the pressure with and without ``pending``,
+    # whether the queue sets it, and the ranking key without the signal's age (which moves with ``now``).
+    "pressure": Column(np.float64, np.nan), "reported_pressure": Column(np.float64, np.nan),
+    "from_queue": Column(bool, False), "rank": Column(np.int64, 0),
 }
+
 
 
 class CandidateBoard:
@@ -153,6 +98,8 @@ class CandidateBoard:
         self.columns = SlotColumns(COLUMNS, capacity)
         self._candidates = []  # by slot
         self._filters = {}  # ("model" | "adapter", name) -> bool array over the slots
+        self._scales = None  # the (W, K) the derived columns were computed for
+        self._dirty = set()  # slots put or placed since: their derived columns are due
 
     def __len__(self):
         return len(self.columns)
@@ -201,6 +148,7 @@ class CandidateBoard:
             c.pending[slot] = candidate.pending
         else:
             c.pending[slot] = max(int(c.pending[slot]), candidate.pending)
+        self._dirty.add(slot)
 
     def remove(self, instance_id):
         slot = self.columns.remove(instance_id)
@@ -217,6 +165,7 @@ class CandidateBoard:
         slot = self.columns.slot_of.get(instance_id)
         if slot is not None:
             self.columns.pending[slot] += 1
+            self._dirty.add(slot)
 
     def _filter(self, kind, name):
         key = (kind, name)
@@ -264,20 +213,42 @@ class CandidateBoard:
         pressure = np.where(tier == ENGINE_TIER, engine, np.where(tier == GPU_TIER, gpu, np.nan))
         return np.round(pressure, 6), waiting / policy.waiting_scale >= self.columns.kv[slots] / policy.kv_scale
 
-    def _keys(self, slots, pressure, now, hits=None, prompt_blocks=0):
-        """The ranking key of ``slots`` (step 3, without the hash): smaller is better. With ``hits`` (cached
-        blocks of a prompt of ``prompt_blocks``, per slot) the pressure's place holds ``prefix_cost``'s cost."""
-        # fmax and fmin pass over NaN: no pressure is 0 micros, no report the largest age (nan_to_num and clip
-        # cost ~10 µs a call each, numpy's Python around a few ufuncs).
-        micros = np.fmin(np.fmax(np.rint(pressure * 1e6), 0.0), MAX_PRESSURE_MICROS).astype(np.int64)
-        if hits is not None:
-            micros = np.clip(cost_micros(micros, pressure, hits, prompt_blocks), 0, MAX_PRESSURE_MICROS)
-        running = np.clip(self.columns.running[slots], 0, MAX_RUNNING)
-        with np.errstate(invalid="ignore"):
-            age = np.floor((now - self.columns.reported[slots]) * 100.0)
-        age = np.fmax(np.fmin(age, MAX_AGE_CENTIS), 0.0).astype(np.int64)
-        return ((self.columns.tier[slots] << (PRESSURE_BITS + RUNNING_BITS + AGE_BITS))
-                | (micros << (RUNNING_BITS + AGE_BITS)) | (running << AGE_BITS) | age)
+    def _derive(self, policy):
+        """Bring the derived columns up to date for ``policy``'s scales: every slot when they changed, else the
+        slots put or placed since the last decision (a few, against the whole board's ten thousand)."""
+        scales = (policy.waiting_scale, policy.kv_scale)
+        if scales != self._scales:
+            slots = np.arange(self.columns.size)
+            self._scales = scales
+        elif self._dirty:
+            slots = np.fromiter(self._dirty, np.int64, len(self._dirty))
+        else:
+            return
+        self._dirty = set()
+        c = self.columns
+        c.pressure[slots], c.from_queue[slots] = self._pressures(slots, policy)
+        c.reported_pressure[slots], _ = self._pressures(slots, policy, pending=False)
+        c.rank[slots] = pack(c.tier[slots], pressure_micros(c.pressure[slots]), c.running[slots])
+
+    def _keys(self, slots, now):
+        """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""
+        return self.columns.rank[slots] | age_centis(now, self.columns.reported[slots])
+
+    def _best_with_prefix(self, slots, keys, pressure, hits, prompt_blocks, count):
+        """``_best`` with a prompt: the pressure's place in ``keys`` holds ``prefix_cost``'s cost.
+
+        An instance without a hit costs its pressure plus the weight (plus the weight again when saturated, which
+        it already ranks after), and a hit only lowers that: an instance the ``count`` best of 14.1's keys rank
+        before stays before it. So only those and the instances with a hit can be answered, and the cost is worked
+        out for them, not for the whole board. Where a cost would reach the key's cap (pressures near 34,000) and
+        tie what 14.1 ranked apart, every key is worked out.
+        """
+        if np.fmax.reduce(pressure, initial=0.0) * 1e6 < MAX_PRESSURE_MICROS - 2 * WEIGHT_MICROS:
+            subset = np.union1d(np.flatnonzero(hits), self._best(slots, keys, count))
+        else:
+            subset = np.arange(len(slots))
+        costs = with_prefix_cost(keys[subset], pressure[subset], hits[subset], prompt_blocks)
+        return subset[self._best(slots[subset], costs, count)].tolist()
 
     def _best(self, slots, keys, count):
         """Positions in ``slots`` of the ``count`` best keys, best first (ties by id hash, then id)."""
@@ -343,16 +314,17 @@ class CandidateBoard:
             blocks = None if request.prompt_keys is None else len(request.prompt_keys)
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [],
                             blocks, source)
-        pressure, from_queue = self._pressures(eligible, policy)
-        reported, _ = self._pressures(eligible, policy, pending=False)
+        self._derive(policy)
+        pressure, reported = self.columns.pressure[eligible], self.columns.reported_pressure[eligible]
         prompt_blocks, source, hits = self._hits(request, eligible, prefix_hits)
-        keys = self._keys(eligible, pressure, now, hits, prompt_blocks)
-        best = self._best(eligible, keys, request.count)
+        keys = self._keys(eligible, now)
+        best = self._best(eligible, keys, request.count) if hits is None else \
+            self._best_with_prefix(eligible, keys, pressure, hits, prompt_blocks, request.count)
         sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported,
                                                                          hits)
         if sticky is not None:
             best = [sticky, *(p for p in best if p != sticky)][:request.count]
-        ranked = [self._ranked(eligible[p], pressure[p], from_queue[p], now, fail_open, p == sticky,
+        ranked = [self._ranked(eligible[p], pressure[p], now, fail_open, p == sticky,
                                0 if hits is None else int(hits[p])) for p in best]
         verdict = _verdict(reported, policy)
         reason = "fail_open_stale" if fail_open else REASONS[verdict]
@@ -360,11 +332,11 @@ class CandidateBoard:
             reason = "session_affinity"
         return Decision(verdict, reason, considered, len(eligible), excluded, ranked, prompt_blocks, source)
 
-    def _ranked(self, slot, pressure, from_queue, now, fail_open, sticky, hit_blocks=0):
+    def _ranked(self, slot, pressure, now, fail_open, sticky, hit_blocks=0):
         candidate = self._candidates[slot]
         tier = int(self.columns.tier[slot])
         if tier == ENGINE_TIER:
-            reasons = ("pressure_from_queue" if from_queue else "pressure_from_kv_cache",)
+            reasons = ("pressure_from_queue" if self.columns.from_queue[slot] else "pressure_from_kv_cache",)
         elif tier == GPU_TIER:
             reasons = ("pressure_from_gpu_util", "no_engine_signal")
         else:

@@ -27,6 +27,7 @@ The signal tier (engine, then GPU only, then none) still comes first.
 import numpy as np
 
 PREFIX_WEIGHT = 1.0
+WEIGHT_MICROS = int(round(PREFIX_WEIGHT * 1e6))
 
 
 def cost_micros(pressure_micros, pressure, hit_blocks, prompt_blocks, weight=PREFIX_WEIGHT):

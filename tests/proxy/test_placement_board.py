@@ -11,7 +11,7 @@ from controlplane import clock
 from proxy_app.models import Instance
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
-from proxy_app.placement.decision import Request
+from proxy_app.placement.inputs import Request
 from tests.factories import T0_MS, make_engine, make_snapshot
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,8 @@ import collections
 import pytest
 
 from controlplane.endpoints.placement import stable_hash
-from proxy_app.placement.decision import Candidate, CandidateBoard, Policy, Request, Verdict, decide
+from proxy_app.placement.decision import CandidateBoard, Verdict, decide
+from proxy_app.placement.inputs import Candidate, Policy, Request
 
 NOW = 1_767_225_600.0
 POLICY = Policy(ttl_s=30, heartbeat_interval_s=10, max_age_s=2.0, waiting_scale=5.0, kv_scale=0.8, shed_pressure=2.0)

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy_app.placement.decision import EVENTS, PLACEMENTS, Request, Verdict, decide
+from proxy_app.placement.decision import EVENTS, PLACEMENTS, Verdict, decide
+from proxy_app.placement.inputs import Request
 from proxy_app.placement.prefix_cost import PREFIX_WEIGHT, cost_micros
 from tests.proxy.test_placement_decision import NOW, POLICY, instance, order
 
@@ -140,3 +141,29 @@ def test_the_cost_is_pressure_plus_the_uncached_fraction_plus_a_band_for_the_sat
     micros = np.array([round(pressure * 1e6)])
     assert cost_micros(micros, np.array([pressure]), np.array([hit]), 16)[0] == expected
     assert PREFIX_WEIGHT == 1.0
+
+
+# Queues of ~171,790 (W = 5) are pressures within two units of the ranking key's cap (~34,359.7): a cost that
+# reaches it ties instances their pressures told apart.
+WAITING = st.one_of(st.integers(0, 40), st.integers(171_780, 171_800), st.just(10**6))
+
+
+@given(st.lists(st.tuples(WAITING, st.integers(0, 3), st.integers(0, 16), st.booleans()), min_size=1, max_size=30),
+       st.integers(1, 4))
+def test_the_few_answered_are_the_head_of_the_whole_ranking(pool, count):
+    """The decision works out the cost only for the instances with a hit and the best of the others: the same
+    answer as ranking every instance by its cost."""
+    candidates = [instance(f"i-{n}", requests_waiting=waiting, requests_running=running, engine_ok=engine,
+                           gpu_util=40.0) for n, (waiting, running, _, engine) in enumerate(pool)]
+    hits = {f"i-{n}": blocks for n, (_, _, blocks, _) in enumerate(pool)}
+    whole = order(place(candidates, hits, count=len(pool)))
+    assert order(place(candidates, hits, count=count)) == whole[:count]
+
+
+@pytest.mark.parametrize("lower, higher", [("x", "y"), ("y", "x")])
+def test_costs_at_the_key_s_cap_tie_as_they_would_over_the_whole_board(lower, higher):
+    candidates = [instance("cached"), instance(lower, requests_waiting=171_790),
+                  instance(higher, requests_waiting=171_795)]
+    whole = order(place(candidates, {"cached": 16}, count=3))
+    assert whole[0] == "cached" and set(whole[1:]) == {"x", "y"}
+    assert order(place(candidates, {"cached": 16}, count=2)) == whole[:2]
