@@ -249,7 +249,7 @@ def measure(args, deployment, tokens, state, label, last=True):
         if args.prefix:
             print(f"  with the prefix index: {args.prefix_keys} keys per instance, {args.prefix_rate:g} prefix "
                   f"updates/s; placement without a prompt, then with a {prefix_index.PROMPT_TOKENS}-token prompt "
-                  f"(50 tenants in turn) as token ids, then as block keys")
+                  f"(50 tenants in turn) as token ids, then as block keys, then without a prompt again")
         health, placed, answers = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
         report("Proxy placement", health, placed)
         if args.prefix:
@@ -261,6 +261,10 @@ def measure(args, deployment, tokens, state, label, last=True):
                                for c in a["candidates"]})
                 print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
                       f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (blocks, of the prompt's)")
+            # The first placement with a prompt starts the server's thread that follows the index: the same
+            # placement without a prompt again, beside it, tells its share from the prompt's own.
+            health, placed, _ = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)
+            report("Proxy placement, no prompt again (the index followed beside it)", health, placed)
         verdicts = sorted({(status, answer["verdict"]) for status, answer in answers})
         ages = [c["signal_age_s"] for _, answer in answers for c in answer["candidates"][:1]]
         print(f"  answers seen: {verdicts}; first candidate's signal age p50 {statistics.median(ages):.3f} s "
