@@ -20,6 +20,12 @@ an instance until a deadline; small, a dict.
 
 import numpy as np
 
+try:
+    # ``hits``' walk in C (proxy_app/prefix/_runs.c), built by ``pip install`` where a C compiler is; else numpy.
+    from proxy_app.prefix._runs import leading_runs as compiled_runs
+except ImportError:  # pragma: no cover - installed without a C compiler: the same answers, slower
+    compiled_runs = None
+
 MERGE_MIN = 65536
 MERGE_FRACTION = 32
 FIRST_CHUNK = 16  # the lookup's first search: a prompt's first 16 keys (``PrefixIndex._held_run``)
@@ -263,6 +269,20 @@ class PrefixIndex:
     def hits(self, prompt_keys):
         """``{instance_id: blocks}``: the longest leading run of ``prompt_keys`` each instance holds (the best of
         its engines'), for the instances holding at least the first key."""
+        if compiled_runs is not None:
+            runs = compiled_runs(self.keys, self.slots, self.dead, prompt_keys, self.added, self.removed)
+        else:
+            runs = self.numpy_runs(prompt_keys)
+        answer = {}
+        for slot, run in runs.items():
+            instance_id = self.owner[slot]
+            if instance_id is not None and run > answer.get(instance_id, 0):
+                answer[instance_id] = run
+        return answer
+
+    def numpy_runs(self, prompt_keys):
+        """``{slot: run}`` of ``hits`` in numpy: ``_held_run``'s search, then ``leading_runs`` over the pairs found
+        (the base's, less the removed and the dead, with the delta's added)."""
         query = np.asarray(prompt_keys, np.int64)
         length, low, counts, in_delta = self._held_run(query)
         if not length:
@@ -284,12 +304,7 @@ class PrefixIndex:
             if extra:
                 positions = np.r_[positions, [position for position, _ in extra]]
                 slots = np.r_[slots, [slot for _, slot in extra]]
-        answer = {}
-        for slot, run in leading_runs(positions, slots, length, ordered=not in_delta).items():
-            instance_id = self.owner[slot]
-            if instance_id is not None and run > answer.get(instance_id, 0):
-                answer[instance_id] = run
-        return answer
+        return leading_runs(positions, slots, length, ordered=not in_delta)
 
 
 class LearnedIndex:

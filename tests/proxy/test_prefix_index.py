@@ -1,6 +1,7 @@
 """The pool prefix index in one process's memory (SPEC 15.4): pure, against a plain model of sets."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,12 +83,22 @@ OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "reset", "drop", "mer
                          st.lists(st.integers(0, 9), max_size=6)), max_size=40)
 
 
+def test_its_lookup_is_built_in_c_by_the_install():
+    from proxy_app.prefix import _runs
+
+    assert index_module.compiled_runs is _runs.leading_runs
+
+
+# The lookup runs in C where the install built it (proxy_app/prefix/_runs.c), else in numpy: both answer as the model.
+@pytest.mark.parametrize("lookup", ["c", "numpy"])
 @settings(max_examples=150, deadline=None)
 @given(OPS, st.lists(st.integers(0, 9), min_size=1, max_size=6))
-def test_it_answers_what_a_model_of_sets_answers_through_any_changes(ops, prompt):
-    saved = index_module.MERGE_MIN, index_module.FIRST_CHUNK
+def test_it_answers_what_a_model_of_sets_answers_through_any_changes(lookup, ops, prompt):
+    saved = index_module.MERGE_MIN, index_module.FIRST_CHUNK, index_module.compiled_runs
     index_module.MERGE_MIN = 8  # merges happen within the example
     index_module.FIRST_CHUNK = 2  # the lookup searches the prompt in chunks of 2, 8, … (runs cross chunks)
+    if lookup == "numpy":
+        index_module.compiled_runs = None
     try:
         index, sets, owners = PrefixIndex(), {}, {stream: f"i-{stream % 2}" for stream in range(4)}
         for op, stream, keys in ops:
@@ -107,7 +118,7 @@ def test_it_answers_what_a_model_of_sets_answers_through_any_changes(ops, prompt
                 index.merge()
             assert index.hits(prompt) == model_hits(sets, owners, prompt)
     finally:
-        index_module.MERGE_MIN, index_module.FIRST_CHUNK = saved
+        index_module.MERGE_MIN, index_module.FIRST_CHUNK, index_module.compiled_runs = saved
 
 
 def test_learned_records_expire_and_leave_with_their_instance():
