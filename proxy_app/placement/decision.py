@@ -233,25 +233,31 @@ class CandidateBoard:
         c.pressure[slots], c.reported_pressure[slots], c.from_queue[slots] = self._pressures(slots, policy)
         c.rank[slots] = pack(c.tier[slots], pressure_micros(c.pressure[slots]), c.running[slots])
 
-    def _keys(self, slots, now):
-        """The ranking key of ``slots`` (step 3, without the hash): smaller is better."""
-        return self.columns.rank[slots] | age_centis(now, self.columns.reported[slots])
+    def _ranked_first(self, request, slots, pressure, hits, prompt_blocks, now):
+        """Positions in ``slots`` of the ``request.count`` best (step 3), best first.
 
-    def _best_with_prefix(self, slots, keys, pressure, hits, prompt_blocks, count):
-        """``_best`` with a prompt: the pressure's place in ``keys`` holds ``prefix_cost``'s cost.
-
-        An instance without a hit costs its pressure plus the weight (plus the weight again when saturated, which
-        it already ranks after), and a hit only lowers that: an instance the ``count`` best of 14.1's keys rank
-        before stays before it. So only those and the instances with a hit can be answered, and the cost is worked
-        out for them, not for the whole board. Where a cost would reach the key's cap (pressures near 34,000) and
-        tie what 14.1 ranked apart, every key is worked out.
+        A key is an instance's ``rank`` (derived as it changes) then its signal's age: only the instances whose
+        rank is at most the ``count``-th smallest can be among the best, so the age is worked out for those, not
+        for the whole board. With a prompt (``hits``) the pressure's place in the key holds ``prefix_cost``'s
+        cost. An instance without a hit costs its pressure plus the weight (plus the weight again when
+        saturated, which it already ranks after), and a hit only lowers that: an instance those best ranks
+        pass stays behind them. So the cost is worked out for them and the instances with a hit, save where a
+        cost would reach the key's cap (pressures near 34,000) and tie what 14.1 ranked apart: then for all.
         """
-        if np.fmax.reduce(pressure, initial=0.0) * 1e6 < MAX_PRESSURE_MICROS - 2 * WEIGHT_MICROS:
-            subset = np.union1d(np.flatnonzero(hits), self._best(slots, keys, count))
+        count, rank = request.count, self.columns.rank[slots]
+        if len(slots) > count:
+            near = np.flatnonzero(rank <= np.partition(rank, count - 1)[count - 1])
         else:
-            subset = np.arange(len(slots))
-        costs = with_prefix_cost(keys[subset], pressure[subset], hits[subset], prompt_blocks)
-        return subset[self._best(slots[subset], costs, count)].tolist()
+            near = np.arange(len(slots))
+        if hits is not None:
+            if np.fmax.reduce(pressure, initial=0.0) * 1e6 < MAX_PRESSURE_MICROS - 2 * WEIGHT_MICROS:
+                near = np.union1d(np.flatnonzero(hits), near)
+            else:
+                near = np.arange(len(slots))
+        keys = rank[near] | age_centis(now, self.columns.reported[slots[near]])
+        if hits is not None:
+            keys = with_prefix_cost(keys, pressure[near], hits[near], prompt_blocks)
+        return near[self._best(slots[near], keys, count)].tolist()
 
     def _best(self, slots, keys, count):
         """Positions in ``slots`` of the ``count`` best keys, best first (ties by id hash, then id)."""
@@ -320,9 +326,7 @@ class CandidateBoard:
         self._derive(policy)
         pressure, reported = self.columns.pressure[eligible], self.columns.reported_pressure[eligible]
         prompt_blocks, source, hits = self._hits(request, eligible, prefix_hits)
-        keys = self._keys(eligible, now)
-        best = self._best(eligible, keys, request.count) if hits is None else \
-            self._best_with_prefix(eligible, keys, pressure, hits, prompt_blocks, request.count)
+        best = self._ranked_first(request, eligible, pressure, hits, prompt_blocks, now)
         sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported,
                                                                          hits)
         if sticky is not None:

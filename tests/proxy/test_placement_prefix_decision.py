@@ -148,14 +148,15 @@ def test_the_cost_is_pressure_plus_the_uncached_fraction_plus_a_band_for_the_sat
 WAITING = st.one_of(st.integers(0, 40), st.integers(171_780, 171_800), st.just(10**6))
 
 
-@given(st.lists(st.tuples(WAITING, st.integers(0, 3), st.integers(0, 16), st.booleans()), min_size=1, max_size=30),
-       st.integers(1, 4))
+@given(st.lists(st.tuples(WAITING, st.integers(0, 3), st.integers(0, 16), st.booleans(), st.sampled_from([0.1, 0.5])),
+                min_size=1, max_size=30), st.integers(1, 4))
 def test_the_few_answered_are_the_head_of_the_whole_ranking(pool, count):
-    """The decision works out the cost only for the instances with a hit and the best of the others: the same
-    answer as ranking every instance by its cost."""
+    """The decision works out the signal's age, and with a prompt the cost, only for the instances that can be
+    answered: the same answer as ranking every instance by its whole key (no hit anywhere: 14.1's)."""
     candidates = [instance(f"i-{n}", requests_waiting=waiting, requests_running=running, engine_ok=engine,
-                           gpu_util=40.0) for n, (waiting, running, _, engine) in enumerate(pool)]
-    hits = {f"i-{n}": blocks for n, (_, _, blocks, _) in enumerate(pool)}
+                           gpu_util=40.0, reported_at=NOW - age)
+                  for n, (waiting, running, _, engine, age) in enumerate(pool)]
+    hits = {f"i-{n}": blocks for n, (_, _, blocks, _, _) in enumerate(pool)}
     whole = order(place(candidates, hits, count=len(pool)))
     assert order(place(candidates, hits, count=count)) == whole[:count]
 
