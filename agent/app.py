@@ -163,7 +163,8 @@ class Agent:
         settings = self.settings
         client = KeptAliveClient(settings.proxy_url, settings.token, settings.http_timeout_s)
         return PrefixReporter(client, self.prefix_sources, lambda: self.builder.instance_id,
-                              settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration)
+                              settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration,
+                              interval_s=settings.prefix_interval_ms / 1000.0)
 
     def stop(self):
         if self.prefix_reporter is not None:
