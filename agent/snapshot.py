@@ -87,7 +87,13 @@ class SnapshotBuilder:
 
 
 class SnapshotStore:
-    """The latest snapshot and its JSON body, replaced as one unit."""
+    """The latest snapshot and its JSON body, replaced as one unit.
+
+    The body is encoded when first asked for, not at each ``put``: with the
+    engines refreshed every 250 ms (``--engine-interval-ms``) the store is
+    replaced four times a second but read (by the reporter, or a GET) about
+    once, and encoding a snapshot was most of a refresh (issue 32's agent cost).
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -95,9 +101,8 @@ class SnapshotStore:
         self._body = None
 
     def put(self, snapshot: dict):
-        body = json.dumps(snapshot, separators=(",", ":")).encode()
         with self._lock:
-            self._snapshot, self._body = snapshot, body
+            self._snapshot, self._body = snapshot, None
 
     def latest(self):
         """The latest snapshot dict (treat as read-only), or None before the first sample."""
@@ -106,13 +111,19 @@ class SnapshotStore:
 
     def latest_body(self):
         """The latest snapshot as JSON bytes, or None before the first sample."""
-        with self._lock:
-            return self._body
+        return self.latest_pair()[1]
 
     def latest_pair(self):
         """``(snapshot, body)`` of the same sample, or ``(None, None)``."""
         with self._lock:
-            return self._snapshot, self._body
+            snapshot, body = self._snapshot, self._body
+        if snapshot is not None and body is None:
+            # Encoded outside the lock (a put never waits on it); kept unless a newer snapshot came meanwhile.
+            body = json.dumps(snapshot, separators=(",", ":")).encode()
+            with self._lock:
+                if self._snapshot is snapshot:
+                    self._body = body
+        return snapshot, body
 
 
 class SamplingLoop:
