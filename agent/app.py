@@ -80,7 +80,7 @@ class Agent:
             endpoint = settings.engine_kv_events[n] if n < len(settings.engine_kv_events) else None
             subscribers.append(None if endpoint is None else KvSubscriber(
                 endpoint, settings.prefix_block_tokens, scraper.model_of, replays[n], clock_ms,
-                name=f"fleetwatch-kv-{n}"))
+                name=f"fleetwatch-kv-{n}", hold_ms=settings.prefix_interval_ms))
         return subscribers
 
     def prefix_sources(self):

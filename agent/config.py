@@ -233,7 +233,8 @@ class Settings:
     # within 250 ms (agent/prefix_reporter.py), and the Proxy's "visible within 1 s" (15.4) counts from its answer.
     prefix_interval_ms: int = setting(
         1000, "--prefix-interval-ms", _number(int, 250, 60_000), "least time between two bodies of an engine's "
-        "KV-cache changes to the Proxy while changes keep coming (SPEC 15.2: at least 250; default 1000)", "N")
+        "KV-cache changes to the Proxy while changes keep coming, and between two reads of its event queue "
+        "(SPEC 15.2: at least 250; default 1000)", "N")
     # The pool's block size (SPEC 15.1): one value per pool, so the variable is the pool's, not the agent's.
     prefix_block_tokens: int = setting(
         DEFAULT_BLOCK_TOKENS, "--prefix-block-tokens", _number(int, 1, 4096), "tokens per prompt block key, the "
