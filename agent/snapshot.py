@@ -150,6 +150,7 @@ class SamplingLoop:
         self._engine_interval_ms = engine_interval_ms if getattr(builder, "engines", None) is not None else None
         if self._engine_interval_ms is not None:
             builder.engines_on_their_own = True
+            builder.engines.on_each_scrape(self.put_engines)
 
     def sample_once(self):
         """One sample into the store. Errors are logged, never raised: the loop must outlive them."""
@@ -183,16 +184,28 @@ class SamplingLoop:
                 thread.join(timeout_s)
 
     def refresh_engines(self):
-        """Scrape the engines (at most their timeout) and put a snapshot with their figures; never raises."""
-        engines = self._builder.engines
+        """Ask every engine for a scrape; never raises, never waits for one.
+
+        Each engine's thread puts a snapshot with its figures as its scrape
+        finishes (``put_engines``), so this thread wakes once a tick rather
+        than again for the answers (issue 32's agent cost). An engine still
+        busy with an earlier scrape is put from here instead, so its figures
+        turn to ``timeout`` at the first tick after its timeout has passed.
+        """
         try:
-            engines.request()
-            engines.wait_idle()
+            if not self._builder.engines.request():
+                self.put_engines()
+        except Exception:  # noqa: BLE001 - the engine thread must outlive any surprise
+            log.exception("refreshing the engines' figures failed")
+
+    def put_engines(self):
+        """Put a snapshot with the engines' newest figures and the latest host sample; never raises."""
+        try:
             with self._put_lock:
                 snapshot = self._builder.retake_engines()
                 if snapshot is not None:
                     self._store.put(snapshot)
-        except Exception:  # noqa: BLE001 - the engine thread must outlive any surprise
+        except Exception:  # noqa: BLE001 - an engine's thread must outlive any surprise
             log.exception("refreshing the engines' figures failed")
 
     def _run_engines(self):
