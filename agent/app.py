@@ -80,7 +80,7 @@ class Agent:
             endpoint = settings.engine_kv_events[n] if n < len(settings.engine_kv_events) else None
             subscribers.append(None if endpoint is None else KvSubscriber(
                 endpoint, settings.prefix_block_tokens, scraper.model_of, replays[n], clock_ms,
-                name=f"fleetwatch-kv-{n}"))
+                name=f"fleetwatch-kv-{n}", hold_ms=settings.prefix_interval_ms))
         return subscribers
 
     def prefix_sources(self):
@@ -163,7 +163,8 @@ class Agent:
         settings = self.settings
         client = KeptAliveClient(settings.proxy_url, settings.token, settings.http_timeout_s)
         return PrefixReporter(client, self.prefix_sources, lambda: self.builder.instance_id,
-                              settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration)
+                              settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration,
+                              interval_s=settings.prefix_interval_ms / 1000.0)
 
     def stop(self):
         if self.prefix_reporter is not None:

@@ -87,7 +87,13 @@ class SnapshotBuilder:
 
 
 class SnapshotStore:
-    """The latest snapshot and its JSON body, replaced as one unit."""
+    """The latest snapshot and its JSON body, replaced as one unit.
+
+    The body is encoded when first asked for, not at each ``put``: with the
+    engines refreshed every 250 ms (``--engine-interval-ms``) the store is
+    replaced four times a second but read (by the reporter, or a GET) about
+    once, and encoding a snapshot was most of a refresh (issue 32's agent cost).
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -95,9 +101,8 @@ class SnapshotStore:
         self._body = None
 
     def put(self, snapshot: dict):
-        body = json.dumps(snapshot, separators=(",", ":")).encode()
         with self._lock:
-            self._snapshot, self._body = snapshot, body
+            self._snapshot, self._body = snapshot, None
 
     def latest(self):
         """The latest snapshot dict (treat as read-only), or None before the first sample."""
@@ -106,13 +111,19 @@ class SnapshotStore:
 
     def latest_body(self):
         """The latest snapshot as JSON bytes, or None before the first sample."""
-        with self._lock:
-            return self._body
+        return self.latest_pair()[1]
 
     def latest_pair(self):
         """``(snapshot, body)`` of the same sample, or ``(None, None)``."""
         with self._lock:
-            return self._snapshot, self._body
+            snapshot, body = self._snapshot, self._body
+        if snapshot is not None and body is None:
+            # Encoded outside the lock (a put never waits on it); kept unless a newer snapshot came meanwhile.
+            body = json.dumps(snapshot, separators=(",", ":")).encode()
+            with self._lock:
+                if self._snapshot is snapshot:
+                    self._body = body
+        return snapshot, body
 
 
 class SamplingLoop:
@@ -139,6 +150,7 @@ class SamplingLoop:
         self._engine_interval_ms = engine_interval_ms if getattr(builder, "engines", None) is not None else None
         if self._engine_interval_ms is not None:
             builder.engines_on_their_own = True
+            builder.engines.on_each_scrape(self.put_engines)
 
     def sample_once(self):
         """One sample into the store. Errors are logged, never raised: the loop must outlive them."""
@@ -172,16 +184,28 @@ class SamplingLoop:
                 thread.join(timeout_s)
 
     def refresh_engines(self):
-        """Scrape the engines (at most their timeout) and put a snapshot with their figures; never raises."""
-        engines = self._builder.engines
+        """Ask every engine for a scrape; never raises, never waits for one.
+
+        Each engine's thread puts a snapshot with its figures as its scrape
+        finishes (``put_engines``), so this thread wakes once a tick rather
+        than again for the answers (issue 32's agent cost). An engine still
+        busy with an earlier scrape is put from here instead, so its figures
+        turn to ``timeout`` at the first tick after its timeout has passed.
+        """
         try:
-            engines.request()
-            engines.wait_idle()
+            if not self._builder.engines.request():
+                self.put_engines()
+        except Exception:  # noqa: BLE001 - the engine thread must outlive any surprise
+            log.exception("refreshing the engines' figures failed")
+
+    def put_engines(self):
+        """Put a snapshot with the engines' newest figures and the latest host sample; never raises."""
+        try:
             with self._put_lock:
                 snapshot = self._builder.retake_engines()
                 if snapshot is not None:
                     self._store.put(snapshot)
-        except Exception:  # noqa: BLE001 - the engine thread must outlive any surprise
+        except Exception:  # noqa: BLE001 - an engine's thread must outlive any surprise
             log.exception("refreshing the engines' figures failed")
 
     def _run_engines(self):

@@ -32,6 +32,9 @@ after the publisher stores N blocks (default 100,000) that stay resident.
 
     python bench/agent_overhead.py --engine --kv-events --sample-interval-ms 1000 --engine-interval-ms 250
     python bench/agent_overhead.py --kv-memory 100000
+
+``--threads`` also prints each run's CPU per thread of the agent (Linux; thread
+names from ``py-spy dump`` when py-spy, of the bench extra, is installed).
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.agent_threads import thread_cpu, thread_names, thread_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_TARGET_PCT = 1.0
@@ -250,7 +257,7 @@ def kv_memory(blocks, engine):
     return above * 100_000 / max(1, held) <= 25
 
 
-def measure(command, seconds):
+def measure(command, seconds, threads=False):
     """Run the agent ``command``, settle, measure ``seconds``: (cpu s, wall s, peak MB, end MB, exit status)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_AGENT_")}
     child = subprocess.Popen(command, cwd=ROOT, env=env)
@@ -259,6 +266,8 @@ def measure(command, seconds):
         time.sleep(SETTLE_S)  # imports and the first samples are start-up, not steady state
         if child.poll() is not None:
             raise SystemExit(f"agent exited early with status {child.returncode}")
+        names = thread_names(child.pid) if threads else None
+        start_threads = thread_cpu(child.pid) if threads else None
         start_cpu, start_wall = process.cpu_times(), time.monotonic()
         seen_mb = 0.0
         deadline = start_wall + seconds
@@ -266,6 +275,8 @@ def measure(command, seconds):
             seen_mb = max(seen_mb, process.memory_info().rss / 2**20)
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         end_cpu, end_wall = process.cpu_times(), time.monotonic()
+        if threads:
+            print(thread_report(start_threads, thread_cpu(child.pid), names, end_wall - start_wall))
         peak_mb = peak_rss_mb(process, seen_mb)
         rss_mb = process.memory_info().rss / 2**20
     finally:
@@ -307,6 +318,7 @@ def main(argv=None):
                         help="with --engine: the engine also publishes KV-cache events (synthetic, this process)")
     parser.add_argument("--kv-rate", type=int, default=1000, help="stored (and removed) blocks a second "
                         "(default 1000)")
+    parser.add_argument("--threads", action="store_true", help="print each run's CPU per thread of the agent")
     parser.add_argument("--kv-memory", type=int, default=None, metavar="N",
                         help="measure the agent's memory with N resident blocks instead (100000 for issue 32)")
     args = parser.parse_args(argv)
@@ -336,7 +348,7 @@ def main(argv=None):
     passed = True
     try:
         if not args.engine:
-            passed = verdict("agent", measure(command, args.seconds))[1]
+            passed = verdict("agent", measure(command, args.seconds, args.threads))[1]
         else:
             with_engine = command + ["--engine-url", engine_url]
             if args.engine_interval_ms:
@@ -348,7 +360,7 @@ def main(argv=None):
                 # Taking turns, so drifting neighbour load falls on both alike.
                 order = [("without engine", command), ("with engine", with_engine)]
                 for label, argv_ in (order if round_number % 2 == 0 else order[::-1]):
-                    pct, ok = verdict(f"round {round_number + 1}, {label}", measure(argv_, args.seconds))
+                    pct, ok = verdict(f"round {round_number + 1}, {label}", measure(argv_, args.seconds, args.threads))
                     figures[label].append(pct)
                     passed &= ok
             without, with_ = (sum(figures[k]) / len(figures[k]) for k in ("without engine", "with engine"))

@@ -181,6 +181,11 @@ class ResidentSet:
         with self._lock:
             return self._reset_pending or bool(self._added) or bool(self._removed)
 
+    @property
+    def reset_pending(self) -> bool:
+        """The whole set goes next (a reset is sent without waiting for the prefix reporter's interval)."""
+        return self._reset_pending
+
     def request_reset(self):
         """Send the whole set next time (the Proxy asked for it, a report failed, or it is time)."""
         with self._lock:

@@ -43,6 +43,8 @@ class EngineScraper:
         self._busy_since = None  # (monotonic ms, wall ms) of the scrape asked for and not finished
         self._objects = None
         self._last_status = None
+        # Called on this thread after each scrape (the sampling loop puts a snapshot with the new figures then).
+        self.on_scraped = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self):
@@ -120,6 +122,8 @@ class EngineScraper:
             self._objects = objects
             self._busy_since = None
             self._changed.notify_all()
+        if self.on_scraped is not None:
+            self.on_scraped()
 
     def _note_status(self, objects):
         status = objects[0]["status"] if objects else None
@@ -164,9 +168,15 @@ class EngineScrapers:
         self.request()
         self.wait_idle(slack_s=0.05)
 
-    def request(self):
+    def request(self) -> bool:
+        """Ask every engine for a scrape; False when one was still busy with an earlier one (not asked again)."""
+        started = [scraper.request() for scraper in self.scrapers]
+        return all(started)
+
+    def on_each_scrape(self, callback):
+        """Have ``callback()`` called on an engine's thread each time its scrape has finished."""
         for scraper in self.scrapers:
-            scraper.request()
+            scraper.on_scraped = callback
 
     def wait_idle(self, slack_s=0.0):
         """Wait until every scrape asked for has finished, at most the timeout (and ``slack_s``)."""

@@ -74,6 +74,12 @@ def test_it_has_the_engine_and_gpu_event_settings_with_spec_defaults():
     assert (changed.nvml_slow_ms, changed.gpu_xid_window_s) == (5000, 60.0)
 
 
+def test_it_sends_prefix_changes_once_a_second_by_default_and_never_more_often_than_spec_15_2_allows():
+    assert load_settings([], {}).prefix_interval_ms == 1000
+    assert load_settings(["--prefix-interval-ms", "250"], {}).prefix_interval_ms == 250
+    assert load_settings([], {"FLEETWATCH_AGENT_PREFIX_INTERVAL_MS": "500"}).prefix_interval_ms == 500
+
+
 def test_it_parses_ipv6_listen_addresses_and_port_zero():
     settings = load_settings(["--listen", "[::1]:0"], {})
     assert (settings.listen_host, settings.listen_port) == ("::1", 0)
@@ -94,6 +100,7 @@ def test_it_takes_thresholds_from_settings():
     (["--proxy-url", "http://proxy:http"], {}, "port"),
     ([], {"FLEETWATCH_AGENT_PROXY_URL": "http://127.0.0.1:0"}, "FLEETWATCH_AGENT_PROXY_URL"),
     (["--sample-interval-ms", "0"], {}, "at least"),
+    (["--prefix-interval-ms", "100"], {}, "between 250 and 60000"),
     (["--engine-url", "127.0.0.1:8000"], {}, "http"),
     ([], {"FLEETWATCH_AGENT_ENGINE_URLS": "http://ok:1,ftp://no"}, "FLEETWATCH_AGENT_ENGINE_URLS"),
     ([], {"FLEETWATCH_AGENT_REPORT": "maybe"}, "FLEETWATCH_AGENT_REPORT"),

@@ -14,7 +14,7 @@ from agent.engines.http import MetricsFetcher
 from agent.engines.scraper import EngineScraper, EngineScrapers
 from agent.gpu.monitor import GpuMonitor
 from agent.sampler import HostSampler
-from agent.snapshot import SnapshotBuilder
+from agent.snapshot import SamplingLoop, SnapshotBuilder, SnapshotStore
 from tests.agent.conftest import ENGINE_CAPTURES
 from tests.agent.fake_pynvml import FakeNvml
 from tests.live import free_port
@@ -157,6 +157,55 @@ def test_it_reports_a_stuck_scrape_as_timeout_and_never_starts_a_second(clock):
         assert scraper.wait_idle(WAIT_S)
         scraper.stop()
     assert fetcher.calls == 1
+
+
+class GatedFetcher:
+    """Answers the idle capture at once, or, while ``stuck``, not before it is released."""
+
+    def __init__(self):
+        self.stuck = False
+        self.release = threading.Event()
+
+    def fetch(self):
+        if self.stuck:
+            self.release.wait(WAIT_S)
+        return "ok", None, IDLE
+
+    def close(self):
+        pass
+
+
+def test_engine_ticks_never_wait_for_a_scrape_each_puts_its_own_and_a_stuck_one_turns_timeout(source, clock):
+    fetcher = GatedFetcher()
+    engines = EngineScrapers([], timeout_ms=500, clock_ms=clock.ms)
+    engines.scrapers = [EngineScraper("http://engine:8000", timeout_ms=500, clock_ms=clock.ms, fetcher=fetcher)]
+    engines.subscribers = [None]
+    store = SnapshotStore()
+    loop = SamplingLoop(builder(source, clock, engines), store, 1000, clock.ms, engine_interval_ms=250)
+    engines.start()
+
+    def status():
+        return store.latest()["engines"][0]["status"]
+
+    try:
+        loop.sample_once()  # the host sample that engine refreshes build on
+        assert status() == "timeout"  # no answer yet
+        loop.refresh_engines()
+        deadline = time.monotonic() + WAIT_S
+        while status() != "ok" and time.monotonic() < deadline:  # put by the engine's thread when it answered
+            time.sleep(0.01)
+        assert status() == "ok"
+        fetcher.stuck = True
+        loop.refresh_engines()  # returns at once although the scrape hangs
+        clock.advance(250)
+        loop.refresh_engines()  # still busy: put from the tick, within the timeout
+        assert status() == "ok"
+        clock.advance(300)
+        loop.refresh_engines()
+        assert (status(), store.latest()["engines"][0]["error"]) == ("timeout", "no answer within 500 ms")
+    finally:
+        fetcher.release.set()
+        engines.stop()
 
 
 def test_it_gives_up_on_a_hung_engine_at_its_timeout_and_reconnects(busy_vllm):

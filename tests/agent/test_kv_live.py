@@ -111,6 +111,23 @@ def test_it_reads_a_real_publisher_and_the_proxy_gets_the_keys(busy_vllm, two_gp
         agent.stop()
 
 
+def test_the_first_batch_is_taken_at_once_and_the_next_waits_out_the_hold(publisher):
+    subscriber = KvSubscriber(f"tcp://127.0.0.1:{publisher.port}", 16, lambda rank: MODEL, hold_ms=600_000)
+    subscriber.start()
+    try:
+        def heard():
+            publisher.seq = 0
+            publisher.send({"type": "AllBlocksCleared"})
+            return subscriber.turns > 0
+        assert until(heard)  # long before the hold: the first batch is not held back
+        publisher.seq = 1
+        publisher.send(stored([1], None, TOKENS[:16]))
+    finally:
+        subscriber.stop()  # ends the hold at once
+    assert not subscriber._thread.is_alive()
+    assert (subscriber.turns, subscriber.rank(0).blocks.resident_blocks) == (1, 0)  # held: never taken
+
+
 def test_garbage_or_a_silent_publisher_never_delays_the_agent(busy_vllm, two_gpus, source, publisher):
     silent = f"tcp://127.0.0.1:{free_port()}"  # nobody publishes there
     agent = start_agent(busy_vllm, two_gpus, source, silent)

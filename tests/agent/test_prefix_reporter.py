@@ -43,7 +43,7 @@ def test_it_sends_the_whole_set_first_then_changes_at_most_every_250_ms(register
     blocks = ResidentSet(16)
     tokens = list(range(64))
     blocks.apply([stored([1, 2], None, tokens[:32])], MODEL)
-    reporter = reporter_for(registered, blocks, clock)
+    reporter = reporter_for(registered, blocks, clock, interval_s=0.25)
     assert reporter.step() == 0.25
     [first] = sent(registered)
     keys = prompt_keys(MODEL, tokens)
@@ -59,6 +59,53 @@ def test_it_sends_the_whole_set_first_then_changes_at_most_every_250_ms(register
     assert registered.prefix_keys("gpu-1", ENGINE) == set(keys)
 
 
+def test_a_steady_stream_of_changes_goes_once_a_second_by_default(registered, clock):
+    blocks = ResidentSet(16)
+    tokens = list(range(16 * 8))
+    blocks.apply([stored([1], None, tokens[:16])], MODEL)
+    reporter = reporter_for(registered, blocks, clock)
+    assert reporter.step() == 1.0  # the whole set went: the next body of changes after the interval
+    for n in range(2, 5):  # a change every 250 ms: held back until the second is over
+        clock.advance(250)
+        blocks.apply([stored([n], n - 1, tokens[(n - 1) * 16:n * 16])], MODEL)
+        assert reporter.step() == pytest.approx(1.0 - 0.25 * (n - 1))
+        assert len(sent(registered)) == 1
+    clock.advance(250)
+    blocks.apply([stored([5], 4, tokens[64:80])], MODEL)
+    assert reporter.step() == 1.0
+    bodies = sent(registered)
+    assert [(b["seq"], len(b["added"])) for b in bodies] == [(0, 1), (1, 4)]  # the second's changes in one body
+    assert registered.prefix_keys("gpu-1", ENGINE) == set(prompt_keys(MODEL, tokens[:80]))
+
+
+def test_the_first_change_after_a_quiet_second_goes_at_the_next_look(registered, clock):
+    blocks = ResidentSet(16)
+    tokens = list(range(48))
+    blocks.apply([stored([1], None, tokens[:16])], MODEL)
+    reporter = reporter_for(registered, blocks, clock)
+    reporter.step()
+    clock.advance(1000)
+    assert reporter.step() == 0.25  # nothing changed within the interval: looked at every 250 ms
+    clock.advance(250)
+    blocks.apply([stored([2], 1, tokens[16:32])], MODEL)
+    reporter.step()
+    assert [b["seq"] for b in sent(registered)] == [0, 1]
+
+
+def test_a_resync_is_answered_at_the_next_look_not_after_the_interval(registered, clock):
+    blocks = ResidentSet(16)
+    blocks.apply([stored([1], None, list(range(16)))], MODEL)
+    reporter = reporter_for(registered, blocks, clock)
+    reporter.step()
+    clock.advance(1000)
+    registered.resync_next = True
+    blocks.apply([stored([2], 1, list(range(16, 32)))], MODEL)
+    assert reporter.step() == 0.25  # answered resync: the whole set is due
+    clock.advance(250)
+    reporter.step()
+    assert [(b["seq"], b["reset"]) for b in sent(registered)] == [(0, True), (1, False), (0, True)]
+
+
 def test_it_starts_a_new_epoch_on_resync_and_every_300_s(registered, clock):
     blocks = ResidentSet(16)
     blocks.apply([stored([1], None, list(range(16)))], MODEL)
@@ -66,6 +113,7 @@ def test_it_starts_a_new_epoch_on_resync_and_every_300_s(registered, clock):
     reporter.step()
     registered.resync_next = True
     blocks.apply([stored([2], 1, list(range(16, 32)))], MODEL)
+    clock.advance(1000)
     reporter.step()  # answered resync
     clock.advance(250)
     reporter.step()  # the whole set again, new epoch

@@ -96,6 +96,17 @@ def test_it_keeps_the_latest_snapshot_and_its_json():
     assert json.loads(store.latest_body()) == {"timestamp_ms": 2}
 
 
+
+def test_it_encodes_each_snapshot_once_when_first_read_not_at_each_put():
+    store = SnapshotStore()
+    store.put({"timestamp_ms": 1})
+    body = store.latest_body()
+    assert body == b'{"timestamp_ms":1}' and store.latest_pair()[1] is body  # readers share one encoding
+    store.put({"timestamp_ms": 2})
+    store.put({"timestamp_ms": 3})
+    assert store.latest_pair() == ({"timestamp_ms": 3}, b'{"timestamp_ms":3}')
+
+
 class FlakyBuilder:
     def __init__(self):
         self.calls = 0
