@@ -30,12 +30,11 @@ PREFIX_WEIGHT = 1.0
 WEIGHT_MICROS = int(round(PREFIX_WEIGHT * 1e6))
 
 
-def cost_micros(pressure_micros, pressure, hit_blocks, prompt_blocks, weight=PREFIX_WEIGHT):
+def cost_micros(pressure_micros, pressure, hit_blocks, prompt_blocks):
     """The cost above, in integer millionths, of instances with these pressures (``pressure_micros``: 14.1's
     rounded pressure key; ``pressure``: the pressure itself, NaN without a signal) and cached blocks."""
-    weight_micros = int(round(weight * 1e6))
     if prompt_blocks <= 0:
-        return pressure_micros + weight_micros
-    uncached = np.rint((prompt_blocks - np.minimum(hit_blocks, prompt_blocks)) * (weight_micros / prompt_blocks))
+        return pressure_micros + WEIGHT_MICROS
+    uncached = np.rint((prompt_blocks - np.minimum(hit_blocks, prompt_blocks)) * (WEIGHT_MICROS / prompt_blocks))
     saturated = pressure >= 1  # NaN (no pressure known) is not
-    return pressure_micros + uncached.astype(np.int64) + saturated.astype(np.int64) * weight_micros
+    return pressure_micros + uncached.astype(np.int64) + saturated.astype(np.int64) * WEIGHT_MICROS
