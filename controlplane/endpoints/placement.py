@@ -73,11 +73,12 @@ class Sieve:
             self.drop(Rule.EXCLUDED.value, asked)
 
     def drop(self, rule, failing):
+        # Whole-mask operations only: a masked assignment (``remaining[failed] = False``) costs ten times an ``&``
+        # over 10,000 slots, and most rules take nothing out.
         failed = self.remaining & failing
-        count = int(np.count_nonzero(failed))
-        if count:
-            self._excluded[rule] = count
-            self.remaining[failed] = False
+        if failed.any():
+            self._excluded[rule] = int(np.count_nonzero(failed))
+            self.remaining &= ~failed
 
     def excluded(self):
         """``{rule: count}`` of what was taken out, by rule name."""

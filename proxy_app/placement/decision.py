@@ -57,12 +57,11 @@ from controlplane.endpoints.admission import Admission
 from controlplane.endpoints.liveness import alive_mask
 from controlplane.endpoints.placement import REASONS, Decision, Rule, Sieve, Verdict, stable_hash
 from controlplane.endpoints.slots import Column, SlotColumns
-from proxy_app.ingest.engines import engine_pressure
+from proxy_app.placement.derived import ENGINE_TIER, FEW_SLOTS, GPU_TIER, NO_SIGNAL_TIER, derive, derive_slot
 from proxy_app.placement.inputs import Ranked
 from proxy_app.placement.prefix_cost import WEIGHT_MICROS
-from proxy_app.placement.ranking_key import MAX_PRESSURE_MICROS, age_centis, pack, pressure_micros, with_prefix_cost
+from proxy_app.placement.ranking_key import MAX_PRESSURE_MICROS, age_centis, with_prefix_cost
 
-ENGINE_TIER, GPU_TIER, NO_SIGNAL_TIER = 0, 1, 2
 # Where a prompt's cached prefix is read from (SPEC 15.5 ``prefix_source``).
 EVENTS, PLACEMENTS = "events", "placements"
 
@@ -82,7 +81,7 @@ COLUMNS = {
     "tier": Column(np.int64, NO_SIGNAL_TIER), "waiting": Column(np.float64, 0.0), "kv": Column(np.float64, 0.0),
     "gpu_util": Column(np.float64, 0.0), "running": Column(np.int64, 0), "pending": Column(np.int64, 0),
     "id_hash": Column(np.uint64, 0), "present": Column(bool, False), "kv_events": Column(bool, False),
-    # Derived from the columns above by ``_derive`` for the policy's scales, per slot as it changes (a report, a
+    # Derived from the columns above (``proxy_app.placement.derived``) for the policy's scales, per slot as it changes (a report, a
     # placement) rather than over the whole board per decision: the pressure with and without ``pending``,
     # whether the queue sets it, and the ranking key without the signal's age (which moves with ``now``).
     "pressure": Column(np.float64, np.nan), "reported_pressure": Column(np.float64, np.nan),
@@ -179,7 +178,7 @@ class CandidateBoard:
         return mask
 
     def _eligibility(self, request, policy, now):
-        """(eligible slots, fail_open, excluded counts): step 1."""
+        """(eligible slots, the same as a mask over the board's slots, fail_open, excluded counts): step 1."""
         size = self.columns.size
         sieve = Sieve(self.columns.present[:size], self.columns.slot_of, request.exclude)
         sieve.drop(Rule.STALE.value, ~alive_mask(self.columns.last_seen[:size], now, policy.ttl_s))
@@ -193,29 +192,16 @@ class CandidateBoard:
         remaining, excluded = sieve.remaining, sieve.excluded()
         with np.errstate(invalid="ignore"):
             fresh = now - self.columns.reported[:size] <= policy.max_age_s
-        eligible = np.flatnonzero(remaining & fresh)
-        signal_stale = np.flatnonzero(remaining & ~fresh)
-        fail_open = not len(eligible) and bool(len(signal_stale))
+        mask = remaining & fresh
+        eligible = np.flatnonzero(mask)
+        signal_stale = int(np.count_nonzero(remaining)) - len(eligible)
+        fail_open = not len(eligible) and signal_stale > 0
         if fail_open:
-            eligible = signal_stale
-        elif len(signal_stale):
-            excluded[Rule.SIGNAL_STALE.value] = len(signal_stale)
-        return eligible, fail_open, dict(sorted(excluded.items()))
-
-    def _pressures(self, slots, policy):
-        """(pressure counting ``pending``, pressure as reported, from_queue) of ``slots``; NaN pressure where the
-        tier has no signal. The ranking counts the requests placed since the latest report; the verdict and
-        affinity do not. Both in one pass over the slots twice (a few numpy calls, not twice as many)."""
-        c, size = self.columns, len(slots)
-        twice = np.concatenate([slots, slots])
-        pending = np.concatenate([c.pending[slots], np.zeros(size, dtype=np.int64)])
-        waiting = c.waiting[twice] + pending
-        engine = engine_pressure(waiting, c.kv[twice], policy.waiting_scale, policy.kv_scale)
-        gpu = c.gpu_util[twice] / 100.0 + pending / policy.waiting_scale
-        tier = c.tier[twice]
-        pressure = np.round(np.where(tier == ENGINE_TIER, engine, np.where(tier == GPU_TIER, gpu, np.nan)), 6)
-        from_queue = waiting[:size] / policy.waiting_scale >= c.kv[slots] / policy.kv_scale
-        return pressure[:size], pressure[size:], from_queue
+            mask = remaining
+            eligible = np.flatnonzero(mask)
+        elif signal_stale:
+            excluded[Rule.SIGNAL_STALE.value] = signal_stale
+        return eligible, mask, fail_open, dict(sorted(excluded.items()))
 
     def _derive(self, policy):
         """Bring the derived columns up to date for ``policy``'s scales: every slot when they changed, else the
@@ -224,16 +210,17 @@ class CandidateBoard:
         if scales != self._scales:
             slots = np.arange(self.columns.size)
             self._scales = scales
-        elif self._dirty:
+        elif len(self._dirty) > FEW_SLOTS:
             slots = np.fromiter(self._dirty, np.int64, len(self._dirty))
         else:
+            for slot in self._dirty:
+                derive_slot(self.columns, slot, policy)
+            self._dirty = set()
             return
         self._dirty = set()
-        c = self.columns
-        c.pressure[slots], c.reported_pressure[slots], c.from_queue[slots] = self._pressures(slots, policy)
-        c.rank[slots] = pack(c.tier[slots], pressure_micros(c.pressure[slots]), c.running[slots])
+        derive(self.columns, slots, policy)
 
-    def _ranked_first(self, request, slots, pressure, hits, prompt_blocks, now):
+    def _ranked_first(self, request, slots, hits, held, prompt_blocks, now):
         """Positions in ``slots`` of the ``request.count`` best (step 3), best first.
 
         A key is an instance's ``rank`` (derived as it changes) then its signal's age: only the instances whose
@@ -241,8 +228,9 @@ class CandidateBoard:
         for the whole board. With a prompt (``hits``) the pressure's place in the key holds ``prefix_cost``'s
         cost. An instance without a hit costs its pressure plus the weight (plus the weight again when
         saturated, which it already ranks after), and a hit only lowers that: an instance those best ranks
-        pass stays behind them. So the cost is worked out for them and the instances with a hit, save where a
-        cost would reach the key's cap (pressures near 34,000) and tie what 14.1 ranked apart: then for all.
+        pass stays behind them. So the cost is worked out for them and the instances with a hit (at positions
+        ``held``), save where a cost could reach the key's cap (some pressure on the board near 34,000) and tie
+        what 14.1 ranked apart: then for all.
         """
         count, rank = request.count, self.columns.rank[slots]
         if len(slots) > count:
@@ -250,13 +238,12 @@ class CandidateBoard:
         else:
             near = np.arange(len(slots))
         if hits is not None:
-            if np.fmax.reduce(pressure, initial=0.0) * 1e6 < MAX_PRESSURE_MICROS - 2 * WEIGHT_MICROS:
-                near = np.union1d(np.flatnonzero(hits), near)
-            else:
-                near = np.arange(len(slots))
+            highest = np.fmax.reduce(self.columns.pressure[:self.columns.size], initial=0.0)
+            near = np.union1d(held, near) if highest * 1e6 < MAX_PRESSURE_MICROS - 2 * WEIGHT_MICROS \
+                else np.arange(len(slots))
         keys = rank[near] | age_centis(now, self.columns.reported[slots[near]])
         if hits is not None:
-            keys = with_prefix_cost(keys, pressure[near], hits[near], prompt_blocks)
+            keys = with_prefix_cost(keys, self.columns.pressure[slots[near]], hits[near], prompt_blocks)
         return near[self._best(slots[near], keys, count)].tolist()
 
     def _best(self, slots, keys, count):
@@ -296,27 +283,34 @@ class CandidateBoard:
         return best if open_[best] else None
 
     def prefix_source(self, eligible):
-        """Where a prompt's cached prefix is read from for these eligible slots (SPEC 15.5)."""
-        return EVENTS if self.columns.kv_events[eligible].any() else PLACEMENTS
+        """Where a prompt's cached prefix is read from, the eligible slots given as a mask (SPEC 15.5)."""
+        return EVENTS if (self.columns.kv_events[:self.columns.size] & eligible).any() else PLACEMENTS
 
-    def _hits(self, request, eligible, prefix_hits):
-        """(prompt blocks, source, cached blocks per eligible slot or None when no hit anywhere)."""
+    def _hits(self, request, eligible, mask, prefix_hits):
+        """(prompt blocks, source, cached blocks per eligible position, the positions with a hit); the last two
+        None when no eligible instance holds any. The index names a few instances: only those are looked up."""
         if request.prompt_keys is None:
-            return None, None, None
-        source = self.prefix_source(eligible)
+            return None, None, None, None
+        blocks, source = len(request.prompt_keys), self.prefix_source(mask)
         found = prefix_hits(source, request.prompt_keys) if prefix_hits is not None and request.prompt_keys else {}
-        hits = np.zeros(self.columns.size, np.int64)
-        for instance_id, blocks in found.items():
-            slot = self.columns.slot_of.get(instance_id)
-            if slot is not None:
-                hits[slot] = blocks
-        hits = hits[eligible]
-        return len(request.prompt_keys), source, hits if hits.any() else None
+        slot_of = self.columns.slot_of
+        held = [(slot_of[instance_id], count) for instance_id, count in found.items()
+                if count and instance_id in slot_of]
+        if held:
+            slots, counts = np.array(held, dtype=np.int64).T
+            eligible_held = mask[slots]
+            slots, counts = slots[eligible_held], counts[eligible_held]
+        if not held or not len(slots):
+            return blocks, source, None, None
+        positions = np.searchsorted(eligible, slots)  # ``eligible`` is sorted and holds each of ``slots``
+        hits = np.zeros(len(eligible), np.int64)
+        hits[positions] = counts
+        return blocks, source, hits, positions
 
     def decide(self, request, policy, now, prefix_hits=None):
         """Rank the board for ``request`` at ``now``; see the module's steps. ``prefix_hits(source, keys)``:
         ``{instance_id: leading blocks held}`` from the pool's prefix index, asked only with a prompt."""
-        eligible, fail_open, excluded = self._eligibility(request, policy, now)
+        eligible, mask, fail_open, excluded = self._eligibility(request, policy, now)
         considered = len(self)
         if not len(eligible):
             source = None if request.prompt_keys is None else PLACEMENTS
@@ -324,23 +318,23 @@ class CandidateBoard:
             return Decision(Verdict.UNAVAILABLE, REASONS[Verdict.UNAVAILABLE], considered, 0, excluded, [],
                             blocks, source)
         self._derive(policy)
-        pressure, reported = self.columns.pressure[eligible], self.columns.reported_pressure[eligible]
-        prompt_blocks, source, hits = self._hits(request, eligible, prefix_hits)
-        best = self._ranked_first(request, eligible, pressure, hits, prompt_blocks, now)
+        reported = self.columns.reported_pressure[eligible]
+        prompt_blocks, source, hits, held = self._hits(request, eligible, mask, prefix_hits)
+        best = self._ranked_first(request, eligible, hits, held, prompt_blocks, now)
         sticky = None if request.session_key is None else self._affinity(request.session_key, eligible, reported,
                                                                          hits)
         if sticky is not None:
             best = [sticky, *(p for p in best if p != sticky)][:request.count]
-        ranked = [self._ranked(eligible[p], pressure[p], now, fail_open, p == sticky,
-                               0 if hits is None else int(hits[p])) for p in best]
+        ranked = [self._ranked(eligible[p], now, fail_open, p == sticky, 0 if hits is None else int(hits[p]))
+                  for p in best]
         verdict = _verdict(reported, policy)
         reason = "fail_open_stale" if fail_open else REASONS[verdict]
         if verdict is Verdict.ACCEPT and not fail_open and sticky is not None:
             reason = "session_affinity"
         return Decision(verdict, reason, considered, len(eligible), excluded, ranked, prompt_blocks, source)
 
-    def _ranked(self, slot, pressure, now, fail_open, sticky, hit_blocks=0):
-        candidate = self._candidates[slot]
+    def _ranked(self, slot, now, fail_open, sticky, hit_blocks=0):
+        candidate, pressure = self._candidates[slot], self.columns.pressure[slot]
         tier = int(self.columns.tier[slot])
         if tier == ENGINE_TIER:
             reasons = ("pressure_from_queue" if self.columns.from_queue[slot] else "pressure_from_kv_cache",)
@@ -362,9 +356,10 @@ class CandidateBoard:
 
 def _verdict(pressure, policy):
     """Step 4 over every eligible instance's pressure (NaN: none known)."""
-    if np.isnan(pressure).any() or pressure.min() < 1:
+    lowest = pressure.min()  # NaN when some instance's is
+    if np.isnan(lowest) or lowest < 1:
         return Verdict.ACCEPT
-    if pressure.min() >= policy.shed_pressure:
+    if lowest >= policy.shed_pressure:
         return Verdict.SHED
     return Verdict.QUEUE
 

@@ -19,7 +19,7 @@ PRESSURE_SHIFT = RUNNING_BITS + AGE_BITS
 def pack(tier, micros, running, age=0):
     """The fields (``micros`` already capped; ``running`` is capped here) as one int64."""
     return (tier << (PRESSURE_BITS + PRESSURE_SHIFT)) | (micros << PRESSURE_SHIFT) \
-        | (np.clip(running, 0, MAX_RUNNING) << AGE_BITS) | age
+        | (np.minimum(np.maximum(running, 0), MAX_RUNNING) << AGE_BITS) | age
 
 
 def pressure_micros(pressure):
