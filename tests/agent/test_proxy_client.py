@@ -148,7 +148,10 @@ def test_it_ignores_the_http_proxy_variables(registered, monkeypatch):
 
 @pytest.fixture
 def tls_proxy(tmp_path):
-    """An HTTPS server on 127.0.0.1 answering ``{"ok": true}``, with a self-signed certificate: ``(url, cert path)``."""
+    """An HTTPS server on 127.0.0.1 answering ``{"ok": true}``, with a self-signed certificate.
+
+    ``(url, certificate path, the connections it accepted)``.
+    """
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -156,8 +159,14 @@ def tls_proxy(tmp_path):
                     "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=30)
 
+    connections = []
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            connections.append(self.client_address)
 
         def do_POST(self):  # noqa: N802 - stdlib name
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -177,21 +186,22 @@ def tls_proxy(tmp_path):
     httpd.daemon_threads = True
     httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"https://127.0.0.1:{httpd.server_address[1]}", cert
+    yield f"https://127.0.0.1:{httpd.server_address[1]}", cert, connections
     httpd.shutdown()
     httpd.server_close()
 
 
 def test_it_trusts_what_ssl_cert_file_names(tls_proxy, monkeypatch):
-    url, cert = tls_proxy
+    url, cert, connections = tls_proxy
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     client = ProxyClient(url, timeout_s=5.0)
-    assert client.post(HEARTBEAT, {}).kind == OK
-    assert client.post(HEARTBEAT, {}).kind == OK  # the kept-alive TLS connection
+    for _ in range(3):
+        assert client.post(HEARTBEAT, {}).kind == OK
+    assert len(connections) == 1  # one handshake, then the kept-alive TLS connection
 
 
 def test_it_refuses_a_certificate_the_trust_store_does_not_hold(tls_proxy, tmp_path, monkeypatch):
-    url, _ = tls_proxy
+    url, _, _ = tls_proxy
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
     answer = ProxyClient(url, timeout_s=5.0).post(HEARTBEAT, {})
