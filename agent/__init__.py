@@ -1,7 +1,8 @@
 """Fleetwatch host agent: samples one host and reports it to a Proxy (SPEC 2).
 
-Standard library, psutil, nvidia-ml-py and requests only; never Django, so the
-agent installs alone on GPU hosts.
+Standard library, psutil and nvidia-ml-py only (pyzmq and msgpack with the
+``kv-events`` extra); never Django, so the agent installs alone on GPU hosts.
+Every request to the Proxy goes through ``agent.proxy_client``.
 """
 
 # Kept in step with pyproject.toml by hand: reading package metadata at start

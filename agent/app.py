@@ -46,11 +46,10 @@ def default_instance_id(host, port):
 
 
 class Agent:
-    """One running agent. ``nvml``, ``source`` and ``session`` are injectable for tests."""
+    """One running agent. ``nvml`` and ``source`` are injectable for tests."""
 
-    def __init__(self, settings: Settings, nvml=None, source=None, session=None, clock_ms=monotonic_ms):
+    def __init__(self, settings: Settings, nvml=None, source=None, clock_ms=monotonic_ms):
         self.settings = settings
-        self._session = session
         self.gpus = GpuMonitor(nvml, settings.gpu_window_ms, settings.gpu_temp_degraded_c, clock_ms,
                                slow_ms=settings.nvml_slow_ms, xid_window_ms=int(settings.gpu_xid_window_s * 1000))
         self.gpu_sampler = GpuSampler(self.gpus, settings.nvml_slow_ms)
@@ -104,12 +103,11 @@ class Agent:
         self.builder.instance_id = instance_id
 
     def _make_reporter(self, host, port):
-        # Imported here: requests is the heaviest import of the agent and an
-        # agent started with --no-report never needs it.
-        from agent.reporter import ProxyClient, Reporter
+        from agent.proxy_client import ProxyClient
+        from agent.reporter import Reporter
 
         settings = self.settings
-        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s, self._session)
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
         return Reporter(
             client, self.store, instance_id=self.builder.instance_id, host=host, port=port,
             meta={
@@ -158,10 +156,11 @@ class Agent:
         gc.freeze()
 
     def _make_prefix_reporter(self):
-        from agent.prefix_reporter import KeptAliveClient, PrefixReporter
+        from agent.prefix_reporter import PrefixReporter
+        from agent.proxy_client import ProxyClient
 
         settings = self.settings
-        client = KeptAliveClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
         return PrefixReporter(client, self.prefix_sources, lambda: self.builder.instance_id,
                               settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration,
                               interval_s=settings.prefix_interval_ms / 1000.0)

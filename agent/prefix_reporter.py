@@ -1,8 +1,8 @@
 """Sending the engines' resident prompt blocks to the Proxy (SPEC 15.3): deltas, resets, backoff.
 
-One thread, its own kept-alive connection (``KeptAliveClient``; the snapshot
-reporter keeps its own session), one request at a time with a timeout: a slow Proxy delays these
-bodies, never a snapshot report. Each engine rank (``engine`` in the body)
+One thread, its own kept-alive connection (a ``ProxyClient`` of its own; the
+snapshot reporter holds another), one request at a time with a timeout: a slow
+Proxy delays these bodies, never a snapshot report. Each engine rank (``engine`` in the body)
 is sent
 
 - its whole set (``reset``) when the thread starts, when the Proxy answers
@@ -29,24 +29,12 @@ to wait, as ``Reporter.step`` does, so tests drive it without sleeping.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import ssl
 import time
-from urllib.parse import urlsplit
 
-from agent import AGENT_VERSION
-from agent.reporter import (
-    MAX_ANSWER_BYTES,
-    OK,
-    UNAVAILABLE,
-    UNKNOWN_INSTANCE,
-    Answer,
-    FailureLog,
-    SteppingThread,
-    classify,
-)
+from agent.proxy_client import OK, UNKNOWN_INSTANCE
+from agent.reporter import FailureLog, SteppingThread
 from agent.sampler import wall_ms
 
 log = logging.getLogger(__name__)
@@ -55,59 +43,6 @@ PREFIX_BLOCKS_PATH = "/v1/instance/prefix_blocks"
 MAX_ITEMS = 16_384
 LOOK_S = 0.25  # SPEC 15.2: changes at most every 250 ms; the floor of interval_s too
 DEFAULT_INTERVAL_S = 1.0
-
-
-class KeptAliveClient:
-    """POSTs to the Proxy over one kept-alive ``http.client`` connection; answers read as ``ProxyClient``'s are.
-
-    Four bodies a second under a busy engine: ``requests`` spends about 0.9 ms
-    of CPU on each, this 0.2 ms (issue 32's agent cost). The timeout bounds
-    each socket operation. A kept-alive connection the Proxy closed while idle
-    is reopened once for the same body (a duplicate the Proxy would see as a
-    ``seq`` gap and answer ``resync``).
-    """
-
-    def __init__(self, base_url, token=None, timeout_s=5.0):
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        parts = urlsplit(self.base_url)
-        self._https = parts.scheme == "https"
-        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
-        self._headers = {"Content-Type": "application/json", "User-Agent": f"fleetwatch-agent/{AGENT_VERSION}"}
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self._conn = None
-
-    def _connect(self):
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
-
-    def post(self, path, body: bytes) -> Answer:
-        for attempt in (1, 2):
-            reused = self._conn is not None
-            conn = self._conn or self._connect()
-            self._conn = conn
-            try:
-                conn.request("POST", self._prefix + path, body, self._headers)
-                response = conn.getresponse()
-                raw = response.read(MAX_ANSWER_BYTES + 1)
-            except (OSError, http.client.HTTPException) as error:
-                self.close()
-                if reused and attempt == 1 and isinstance(error, (http.client.RemoteDisconnected, BrokenPipeError,
-                                                                   ConnectionResetError)):
-                    continue
-                return Answer(UNAVAILABLE, detail=f"{type(error).__name__}: {error}")
-            if len(raw) > MAX_ANSWER_BYTES or response.will_close or not response.isclosed():
-                self.close()  # not read to its end, or the Proxy closes it: a new connection next time
-            return classify(response.status, raw if len(raw) <= MAX_ANSWER_BYTES else None)
-        return Answer(UNAVAILABLE, detail="connection closed")  # pragma: no cover - the loop returns
-
-    def close(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 class _Stream:

@@ -1,9 +1,10 @@
 """Reporting to the Proxy (SPEC 2.3): register, snapshots, heartbeats, unregister.
 
-One thread does all Proxy traffic, one request at a time, each with a timeout,
-so a slow or dead Proxy can delay reports but never pile up threads or
-sockets. Failures back off exponentially with jitter while the sampler keeps
-sampling; the log gets the first failure and then one summary a minute.
+One thread does all this Proxy traffic, one request at a time over one
+kept-alive connection (``agent/proxy_client.py``), each with a timeout, so a
+slow or dead Proxy can delay reports but never pile up threads or sockets.
+Failures back off exponentially with jitter while the sampler keeps sampling;
+the log gets the first failure and then one summary a minute.
 
 ``Reporter.step()`` does whatever is due at the injected clock's "now" and
 returns how long to wait, so tests drive it without sleeping.
@@ -16,11 +17,8 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
 
-import requests
-
-from agent import AGENT_VERSION
+from agent.proxy_client import OK, REJECTED, UNKNOWN_INSTANCE, Answer, ProxyClient
 from agent.sampler import wall_ms
 
 log = logging.getLogger(__name__)
@@ -32,95 +30,6 @@ UNREGISTER_PATH = "/v1/instance/unregister"
 # Used until the Proxy's register answer says otherwise (its own default cap).
 DEFAULT_HEARTBEAT_S = 10.0
 UNREGISTER_TIMEOUT_S = 2.0
-
-OK = "ok"
-UNKNOWN_INSTANCE = "unknown_instance"  # the Proxy forgot us: register again
-REJECTED = "rejected"  # the Proxy answered, but no (4xx, ok: false)
-UNAVAILABLE = "unavailable"  # no answer: connection error, timeout, 5xx, or not the Proxy's answer
-# The Proxy's answers are a few hundred bytes; a longer one is not from a Proxy and is not read on.
-MAX_ANSWER_BYTES = 64 * 1024
-
-
-@dataclass
-class Answer:
-    kind: str
-    data: object = None
-    detail: str = ""
-
-
-class ProxyClient:
-    """POSTs JSON to the Proxy over one kept-alive ``requests.Session``."""
-
-    def __init__(self, base_url, token=None, timeout_s=5.0, session=None):
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.session = session or requests.Session()
-        self.session.headers.update({
-            "Content-Type": "application/json",
-            "User-Agent": f"fleetwatch-agent/{AGENT_VERSION}",
-        })
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
-
-    def post(self, path, body, timeout_s=None) -> Answer:
-        """POST ``body``: an object, or JSON bytes already encoded.
-
-        Only an answer that is a JSON object counts as the Proxy's: a 200 with
-        an HTML page or a list (a wrong URL, a captive portal) is a failure, and
-        at most ``MAX_ANSWER_BYTES`` of any answer are read.
-        """
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        try:
-            with self.session.post(self.base_url + path, data=data, timeout=timeout_s or self.timeout_s,
-                                   stream=True) as response:
-                raw = _read_at_most(response, MAX_ANSWER_BYTES)
-        except requests.RequestException as error:
-            return Answer(UNAVAILABLE, detail=f"{type(error).__name__}: {error}")
-        return classify(response.status_code, raw)
-
-    def close(self):
-        self.session.close()
-
-
-def classify(status, raw) -> Answer:
-    """The ``Answer`` of an HTTP status and body (None: longer than ``MAX_ANSWER_BYTES``), as every client reads it.
-
-    Only an answer that is a JSON object counts as the Proxy's: a 200 with an
-    HTML page or a list (a wrong URL, a captive portal) is a failure.
-    """
-    if raw is None:
-        return Answer(UNAVAILABLE, detail=f"HTTP {status}: an answer over {MAX_ANSWER_BYTES} bytes, not the Proxy's")
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    if status >= 500:
-        return Answer(UNAVAILABLE, data, f"HTTP {status}")
-    if isinstance(data, dict) and data.get("ok") is False:
-        if data.get("error") == UNKNOWN_INSTANCE:
-            return Answer(UNKNOWN_INSTANCE, data, "unknown_instance")
-        return Answer(REJECTED, data, f"HTTP {status}: {_short(data)}")
-    text = raw.decode("utf-8", "replace")
-    if 200 <= status < 300:
-        if isinstance(data, dict):
-            return Answer(OK, data)
-        return Answer(UNAVAILABLE, data, f"HTTP {status} but not a JSON object, not the Proxy's: {_short(text)}")
-    return Answer(REJECTED, data, f"HTTP {status}: {_short(data if data is not None else text)}")
-
-
-def _read_at_most(response, limit):
-    """The answer's body, or None when it is longer than ``limit`` bytes (the rest is never read)."""
-    body = bytearray()
-    for chunk in response.iter_content(chunk_size=16384):
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
-def _short(value, limit=200):
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class Backoff:

@@ -113,7 +113,10 @@ def parse_samples(text: str, wanted) -> dict:
             value = float(fields[0])
         except ValueError:
             raise ExpositionError(f"{name}: {fields[0]!r} is not a number") from None
-        samples.setdefault(name, []).append((parse_labels(labels), value))
+        found = samples.get(name)
+        if found is None:
+            found = samples[name] = []
+        found.append((parse_labels(labels), value))
     return samples
 
 

@@ -109,24 +109,37 @@ class ResidentSet:
         per_block = size // width
         blocks, added, removed = self._blocks, self._added, self._removed
         track = not self._reset_pending  # the whole set goes next: no changes to keep meanwhile
-        for n in range(usable):
-            block_hash = hashes[n]
-            if block_hash in blocks:
-                continue  # stored again (vLLM re-announces a block it already holds): already counted
+        new = 0
+        try:
             if per_block == 1:
-                mine = keys[n]
-                blocks[block_hash] = mine
-                mine = (mine,)
+                # The common case (the engine's block is the pool's): one key a block, held as a bare int. A
+                # thousand blocks a second pass here, so no tuple and no inner loop per block (issue 32's agent
+                # cost).
+                for block_hash, key in zip(hashes, keys):  # keys: one per usable block
+                    if block_hash in blocks:
+                        continue  # stored again (vLLM re-announces a block it already holds): already counted
+                    blocks[block_hash] = key
+                    new += 1
+                    if track:
+                        if key in removed:
+                            removed.discard(key)
+                        else:
+                            added.add(key)
             else:
-                mine = tuple(keys[n * per_block:(n + 1) * per_block])
-                blocks[block_hash] = mine
-            self._keys += per_block
-            if track:
-                for key in mine:
-                    if key in removed:
-                        removed.discard(key)
-                    else:
-                        added.add(key)
+                for n in range(usable):
+                    block_hash = hashes[n]
+                    if block_hash in blocks:
+                        continue
+                    mine = blocks[block_hash] = tuple(keys[n * per_block:(n + 1) * per_block])
+                    new += 1
+                    if track:
+                        for key in mine:
+                            if key in removed:
+                                removed.discard(key)
+                            else:
+                                added.add(key)
+        finally:  # an unhashable block hash stops the loop (the subscriber counts it): keep the count of those in
+            self._keys += new * per_block
 
     def _seed(self, model, adapter):
         seed = self._seeds.get((model, adapter))
@@ -139,19 +152,29 @@ class ResidentSet:
     def _drop(self, block_hashes):
         blocks, added, removed = self._blocks, self._added, self._removed
         track = not self._reset_pending
-        for block_hash in block_hashes:
-            known = blocks.pop(block_hash, None)
-            if known is None:
-                continue
-            keys = (known,) if known.__class__ is int else known
-            self._keys -= len(keys)
-            if not track:
-                continue
-            for key in keys:
-                if key in added:
-                    added.discard(key)
-                else:
-                    removed.add(key)
+        gone = 0
+        try:
+            for block_hash in block_hashes:
+                known = blocks.pop(block_hash, None)
+                if known is None:
+                    continue
+                if known.__class__ is int:  # one key (the common case): no tuple, no inner loop
+                    gone += 1
+                    if track:
+                        if known in added:
+                            added.discard(known)
+                        else:
+                            removed.add(known)
+                    continue
+                gone += len(known)
+                if track:
+                    for key in known:
+                        if key in added:
+                            added.discard(key)
+                        else:
+                            removed.add(key)
+        finally:  # as in _store: an unhashable hash stops the loop, the count stays true
+            self._keys -= gone
 
     # --- reading (sampler, prefix reporter) -------------------------------------------
 

@@ -20,6 +20,7 @@ turns one parsed scrape into one ``EngineReading`` per engine:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from agent.engines.exposition import finite
 
@@ -47,25 +48,31 @@ class EngineSources:
     lora: tuple = ()
     sleep: tuple = ()
 
-    @property
+    # Worked out once per kind, not at each of four scrapes a second (issue 32's agent cost): read, never change.
+    @cached_property
     def counters(self):
         return {"prefix_hits": self.prefix_hits, "prefix_queries": self.prefix_queries,
                 "preemptions": self.preemptions, "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens}
 
-    @property
+    @cached_property
     def histograms(self):
         return {"ttft": self.ttft, "itl": self.itl}
 
-    @property
+    @cached_property
+    def histogram_buckets(self):
+        """Each histogram's bucket sample names, newer first."""
+        return {name: tuple(f"{family}_bucket" for family in families) for name, families in self.histograms.items()}
+
+    @cached_property
     def wanted(self) -> frozenset:
         """Every sample name the figures are read from (histograms by their buckets)."""
         names = [*self.running, *self.waiting, *self.kv_usage, *self.capacity_tokens, *self.cache_config,
                  *self.hit_rate, *self.lora, *self.sleep]
         for group in self.counters.values():
             names.extend(group)
-        for group in self.histograms.values():
-            names.extend(f"{name}_bucket" for name in group)
+        for group in self.histogram_buckets.values():
+            names.extend(group)
         return frozenset(names)
 
 
@@ -141,8 +148,8 @@ class EngineReading:
 def _pick(reading, samples, engine_label):
     """The value of the lowest-ranked series that fits the engine, or None."""
     fitting = [(labels, value) for labels, value in samples or () if reading.fits(labels, engine_label)]
-    if not fitting:
-        return None
+    if len(fitting) < 2:  # one series (the usual case) needs no ranking
+        return fitting[0][1] if fitting else None
     return min(fitting, key=lambda sample: _rank_order(sample[0]))[1]
 
 
@@ -160,7 +167,7 @@ def _cache_capacity(reading, samples, engine_label):
     fitting = [labels for labels, _ in samples or () if reading.fits(labels, engine_label)]
     if not fitting:
         return None
-    labels = min(fitting, key=_rank_order)
+    labels = fitting[0] if len(fitting) == 1 else min(fitting, key=_rank_order)
     blocks, block_size = _int_label(labels, "num_gpu_blocks"), _int_label(labels, "block_size")
     return None if blocks is None or block_size is None else blocks * block_size
 
@@ -194,10 +201,13 @@ def _histogram(reading, samples, engine_label):
     for labels, value in samples or ():
         bucket = labels.bucket()
         if bucket is not None and reading.fits(labels, engine_label):
-            series.setdefault(bucket[0], []).append((bucket[1], value))
+            buckets = series.get(bucket[0])
+            if buckets is None:
+                buckets = series[bucket[0]] = []
+            buckets.append((bucket[1], value))
     if not series:
         return None
-    key = min(series, key=lambda k: _rank_order(dict(k)))
+    key = next(iter(series)) if len(series) == 1 else min(series, key=lambda k: _rank_order(dict(k)))
     return tuple(sorted(series[key]))
 
 
@@ -237,8 +247,8 @@ def read_engines(sources: EngineSources, samples) -> list:
             value = finite(_pick(reading, _first_present(samples, names), label))
             if value is not None:
                 reading.counters[name] = value
-        for name, names in sources.histograms.items():
-            buckets = _histogram(reading, _first_present(samples, [f"{n}_bucket" for n in names]), label)
+        for name, names in sources.histogram_buckets.items():
+            buckets = _histogram(reading, _first_present(samples, names), label)
             if buckets is not None:
                 reading.histograms[name] = buckets
         readings.append(reading)

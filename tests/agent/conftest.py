@@ -8,6 +8,7 @@ HTTP servers on 127.0.0.1, so the agent's own HTTP code paths are exercised.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import Counter, namedtuple
@@ -144,7 +145,10 @@ class FakeProxy:
     """A minimal Proxy speaking SPEC 3's instance endpoints, recording every request.
 
     ``status`` forces every answer to that HTTP status (503: "down");
-    ``forget()`` drops every registration, as a Proxy with a wiped database.
+    ``forget()`` drops every registration, as a Proxy with a wiped database;
+    ``close_idle()`` closes every open connection, as a Proxy does with one
+    left idle too long; ``hang_up_next`` requests are read and answered by
+    closing the connection.
     """
 
     def __init__(self):
@@ -159,6 +163,9 @@ class FakeProxy:
         self.block_tokens = 16
         self.prefix = {}
         self.resync_next = False
+        self.connections = 0  # connections accepted so far
+        self.hang_up_next = 0
+        self._open = set()
         self._changed = threading.Condition()
         proxy = self
 
@@ -166,9 +173,26 @@ class FakeProxy:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # else headers and body wait on a delayed ACK (40 ms)
 
+            def setup(self):
+                super().setup()
+                with proxy._changed:
+                    proxy.connections += 1
+                    proxy._open.add(self.connection)
+
+            def finish(self):
+                with proxy._changed:
+                    proxy._open.discard(self.connection)
+                super().finish()
+
             def do_POST(self):  # noqa: N802 - stdlib name
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"null")
+                with proxy._changed:
+                    if proxy.hang_up_next:
+                        proxy.hang_up_next -= 1
+                        proxy.requests.append((self.path, body, dict(self.headers)))
+                        self.close_connection = True
+                        return
                 status, answer = proxy._answer(self.path, body, dict(self.headers))
                 if proxy.raw_answer is not None:
                     return self.send_raw(*proxy.raw_answer)
@@ -247,6 +271,15 @@ class FakeProxy:
     def forget(self):
         with self._changed:
             self.known.clear()
+
+    def close_idle(self):
+        """Close every open connection from this end (the handlers' threads then end)."""
+        with self._changed:
+            for sock in self._open:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # its handler was closing it already
+                    pass
 
     def bodies(self, path):
         with self._changed:

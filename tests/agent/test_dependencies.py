@@ -1,4 +1,4 @@
-"""The agent installs alone on GPU hosts: stdlib, psutil, nvidia-ml-py and requests only."""
+"""The agent installs alone on GPU hosts: stdlib, psutil and nvidia-ml-py only."""
 
 import json
 import subprocess
@@ -6,10 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# requests brings its own few dependencies along; cython_runtime is the
-# module every Cython-compiled extension (charset_normalizer's) registers.
-ALLOWED = {"agent", "psutil", "pynvml", "requests", "urllib3", "charset_normalizer", "idna", "certifi",
-           "cython_runtime"}
+ALLOWED = {"agent", "psutil", "pynvml"}
 PROBE = """
 import json, sys
 before = set(sys.modules)
@@ -18,6 +15,7 @@ import agent.engines.scraper, agent.engines.figures, agent.engines.reading, agen
 import agent.gpu.xid_events, agent.gpu.health, agent.gpu.watch
 import agent.capabilities, agent.launch
 import agent.engines.kv_events, agent.engines.kv_index, agent.engines.kv_subscriber, agent.prefix_reporter
+import agent.proxy_client
 agent.gpu.monitor.GpuMonitor().open()  # loads pynvml the way the agent does
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
 """
@@ -30,4 +28,4 @@ def test_it_imports_nothing_but_its_declared_dependencies():
     third_party = {name for name in imported if name not in sys.stdlib_module_names and not name.startswith("_")}
     assert "django" not in imported
     assert third_party <= ALLOWED, third_party - ALLOWED
-    assert {"agent", "psutil", "pynvml", "requests"} <= imported
+    assert {"agent", "psutil", "pynvml"} <= imported

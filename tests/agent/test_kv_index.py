@@ -56,3 +56,21 @@ def test_the_drained_changes_rebuild_the_agents_set(script):
         else:
             blocks.apply([event_of(step)], MODEL)
         assert blocks.resident_keys == len(blocks.keys())
+
+
+def test_an_unusable_block_hash_stops_the_event_and_leaves_the_count_true():
+    # Hashes are taken as published (kv_events.block_hashes); one that cannot key a dict stops the event where
+    # it stands, and the subscriber counts the event as bad. What was applied before it stays, counted.
+    for size in (B, 2 * B):
+        blocks = ResidentSet(B)
+        tokens = [token for block_hash in (1, 2, 3) for token in tokens_of(block_hash, size)]
+        try:
+            blocks.apply([Stored([1, [2], 3], None, tokens, size, None, "GPU", None, None)], MODEL)
+        except TypeError:
+            pass
+        assert blocks.resident_blocks == 1 and blocks.resident_keys == len(blocks.keys()) == size // B
+        try:
+            blocks.apply([Removed([1, [2]], None, None)], MODEL)
+        except TypeError:
+            pass
+        assert blocks.resident_blocks == 0 and blocks.resident_keys == len(blocks.keys()) == 0

@@ -18,7 +18,7 @@ import zmq
 
 from agent.app import Agent
 from agent.config import Settings
-from agent.engines.kv_subscriber import KvSubscriber
+from agent.engines.kv_subscriber import KvSubscriber, receive
 from agent.prefix_keys import prompt_keys
 from tests.agent.test_engines import get
 from tests.agent.test_kv_events import stored
@@ -57,6 +57,25 @@ def publisher():
     pub = Publisher()
     yield pub
     pub.close()
+
+
+def test_a_message_is_received_whole_as_recv_multipart_would():
+    context = zmq.Context()
+    sender, receiver = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+    try:
+        sender.bind("inproc://frames")
+        receiver.connect("inproc://frames")
+        messages = [[b""], [b"", b"\x00" * 8, b"payload"], [b"a", b"", b"c", b"d" * 70_000]]
+        for frames in messages * 2:
+            sender.send_multipart(frames)
+        assert [receive(receiver, 0) for _ in messages] == messages
+        assert [receiver.recv_multipart() for _ in messages] == messages
+        with pytest.raises(zmq.Again):
+            receive(receiver, zmq.NOBLOCK)
+    finally:
+        sender.close(0)
+        receiver.close(0)
+        context.term()
 
 
 def until(predicate, timeout_s=WAIT_S):

@@ -10,10 +10,10 @@ import pytest
 from agent.engines.kv_events import Stored
 from agent.engines.kv_index import ResidentSet
 from agent.prefix_keys import prompt_keys
-from agent.prefix_reporter import MAX_ITEMS, PREFIX_BLOCKS_PATH, KeptAliveClient, PrefixReporter
+from agent.prefix_reporter import MAX_ITEMS, PREFIX_BLOCKS_PATH, PrefixReporter
+from agent.proxy_client import ProxyClient
 from agent.reporter import Backoff
 from tests.agent.test_kv_events import MODEL
-from tests.live import free_port
 
 ENGINE = "http://127.0.0.1:8000"
 WALL_MS = 1_767_225_600_000
@@ -25,7 +25,7 @@ def stored(hashes, parent, tokens):
 
 def reporter_for(proxy, blocks, clock, **kwargs):
     kwargs.setdefault("backoff", Backoff(rand=lambda: 1.0))
-    return PrefixReporter(KeptAliveClient(proxy.url, None, 2.0), lambda: [(ENGINE, blocks)], lambda: "gpu-1", 16,
+    return PrefixReporter(ProxyClient(proxy.url, None, 2.0), lambda: [(ENGINE, blocks)], lambda: "gpu-1", 16,
                           clock=clock.s, clock_wall_ms=lambda: WALL_MS, **kwargs)
 
 
@@ -173,19 +173,3 @@ def test_a_block_tokens_mismatch_is_logged_and_retried_with_backoff(registered, 
     reporter = reporter_for(registered, blocks, clock)
     assert reporter.step() == pytest.approx(0.5)
     assert "block_tokens must be 32" in caplog.text
-
-
-
-def test_the_kept_alive_client_sends_the_token_and_reads_answers_as_the_reporter_does(registered):
-    client = KeptAliveClient(registered.url + "/", "s3cret", 2.0)
-    body = b'{"instance_id":"gpu-1","engine":"e","epoch":1,"seq":0,"block_tokens":16,"reset":true,"added":[],' \
-           b'"removed":[]}'
-    assert client.post(PREFIX_BLOCKS_PATH, body).data == {"ok": True, "resync": False}
-    assert client.post(PREFIX_BLOCKS_PATH, body).kind == "ok"  # the same connection, kept alive
-    _, _, headers = registered.requests[-1]
-    assert headers["Authorization"] == "Bearer s3cret" and headers["User-Agent"].startswith("fleetwatch-agent/")
-    registered.raw_answer = ("text/html", b"<html>captive portal</html>")
-    assert client.post(PREFIX_BLOCKS_PATH, body).kind == "unavailable"
-    client.close()
-    closed = KeptAliveClient(f"http://127.0.0.1:{free_port()}", None, 1.0)
-    assert closed.post(PREFIX_BLOCKS_PATH, body).kind == "unavailable"
