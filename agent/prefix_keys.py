@@ -85,10 +85,12 @@ COMPILED = _chain is not py_chain
 
 
 def chain_keys(previous: int, tokens, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[int]:
-    """The keys of ``tokens``' full blocks, chained from ``previous`` (a seed or the parent block's last key)."""
+    """The keys of ``tokens``' full blocks, chained from ``previous`` (a seed or the parent block's last key).
+    ``tokens``: token ids, or ``bytes`` of them packed as 15.1 packs them (``token_bytes``)."""
     if block_tokens < 1:
         raise ValueError("block_tokens must be at least 1")
-    keys = array("q", _chain(previous, token_bytes(tokens), 4 * block_tokens))
+    packed = tokens if isinstance(tokens, bytes) else token_bytes(tokens)
+    keys = array("q", _chain(previous, packed, 4 * block_tokens))
     if sys.byteorder != "little":  # pragma: no cover - the machines we run on are little-endian
         keys.byteswap()
     return keys.tolist()

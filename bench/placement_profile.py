@@ -9,7 +9,7 @@ The pool of ``bench/placement.py --prefix`` (instances each holding
 WSGI application called as ``up``'s hot lane calls it (``bench/profile.py``'s
 ``Wsgi``): ``/healthz``, placement without a prompt, with the prompt as token
 ids and as block keys, and the parts of the token-id request alone (the
-body's JSON, its check, the SPEC 15.1 keys, the index lookup, the decision).
+body's JSON as any body's and as placement reads it, its check, the SPEC 15.1 keys, the index lookup, the decision).
 Last, what the copy of the index costs to follow: ``--follow`` prefix-block
 bodies stored, then the copy brought up to date once (what a request found
 due paid before the follower thread, and what the thread pays now). Every
@@ -48,8 +48,10 @@ def inside(args):
     import orjson
 
     from controlplane import clock
+    from controlplane.api.parsers import parse_json_body
     from proxy_app.api.placement import decide, prompt_keys_of, request_of
     from proxy_app.api.serializers import PLACEMENT_BODY
+    from proxy_app.api.token_ids import parse_placement_body
     from proxy_app.placement.candidates import BOARD
     from proxy_app.prefix.keeper import PREFIX
 
@@ -76,10 +78,13 @@ def inside(args):
     line("  the same, 4,096-token prompt as prompt_token_ids", as_ids, f"{as_ids / healthz:.2f}× /healthz")
     line("  the same prompt as prompt_block_keys (256 keys)", as_keys, f"{as_keys / healthz:.2f}× /healthz")
     raw = [body.encode() for body in ids]
-    parsed = [orjson.loads(body) for body in raw]
+    parsed = [parse_placement_body(body) for body in raw]
     checked = [PLACEMENT_BODY(data) for data in parsed]
     prompts = [prompt_keys_of(data) for data in checked]
-    line("    orjson.loads of the body", per_call_ms(lambda i: orjson.loads(raw[i % len(raw)]), args.calls))
+    line("    the body's JSON as any body's (parse_json_body)", per_call_ms(lambda i: parse_json_body(raw[i % len(raw)]),
+                                                                        args.calls))
+    line("    the same as placement reads it (parse_placement_body)", per_call_ms(
+        lambda i: parse_placement_body(raw[i % len(raw)]), args.calls))
     line("    PLACEMENT_BODY (the check, BodyChecks)", per_call_ms(lambda i: PLACEMENT_BODY(parsed[i % len(parsed)]),
                                                          args.calls))
     line("    the SPEC 15.1 keys (prompt_keys_of)", per_call_ms(lambda i: prompt_keys_of(checked[i % len(checked)]),

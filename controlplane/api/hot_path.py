@@ -57,6 +57,8 @@ class HotWriteView(APIView):
     # The one method it answers; a GET (placement for nginx's auth_request) has no body and needs
     # ``write_scope`` as a write would (``scoped_read``), its data read from the request (``request_data``).
     http_method = "POST"
+    # A POST's body to data: ``parse_json_body``, as every endpoint's, or the view's own reading of the same JSON.
+    parse_body = staticmethod(parse_json_body)
     # Declared for the schema (who may call it); dispatch applies them itself.
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [ScopedAccess]
@@ -86,7 +88,7 @@ def answer_write(view, request):
 
     The steps, each one function shared with every other endpoint: 405 (any
     method but the view's ``http_method``), 401 (``BearerTokenAuthentication``),
-    415, 400 (``parse_json_body``; a GET reads no body), 403 (``may_access``),
+    415, 400 (``view.parse_body``; a GET reads no body), 403 (``may_access``),
     429 (``write_allowance``, unless the view is not ``rate_limited``; the route
     lane's gate for a ``route_lane`` view), then ``view.respond(data, grant)`` (any other view's counted as a
     write in flight, which the route lane lets go first); an API error's answer passes through
@@ -105,7 +107,7 @@ def answer_write(view, request):
         if body:  # as DRF: an empty body is no data, whatever its content type
             if request.content_type != "application/json":
                 raise exceptions.UnsupportedMediaType(request.content_type)
-            data = parse_json_body(body)
+            data = view.parse_body(body)
         allowed, grant = may_access(request, grant, data, view.write_scope, scoped_read=not reads_body)
         if not allowed:
             raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()

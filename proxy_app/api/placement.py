@@ -25,6 +25,7 @@ from proxy_app.api.openapi.placement import (
 )
 from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.api.serializers import ENDPOINT_COUNT, ENDPOINT_HEADERS, PLACEMENT_BODY, FeedbackSerializer
+from proxy_app.api.token_ids import parse_placement_body
 from proxy_app.placement import fence_store
 from proxy_app.placement.candidates import BOARD
 from proxy_app.placement.decision import PLACEMENTS
@@ -80,6 +81,7 @@ class InstancePlacementView(PlacementView):
     """``POST /v1/placement``: where a request should go in this pool, and whether the pool takes it now."""
 
     body_checks = PLACEMENT_BODY
+    parse_body = staticmethod(parse_placement_body)  # the prompt's token ids as packed bytes
 
     def answer(self, data):
         return placement_response(*placement_of(data))

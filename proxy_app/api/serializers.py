@@ -67,22 +67,52 @@ class IntegerListField(serializers.Field):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        return check_integer_list(data, self.minimum, self.maximum, self.max_length)
+        self.check_list(data)
+        if data and not integers_within(data, self.minimum, self.maximum):
+            raise self.out_of_range()
+        return data
 
     check = to_internal_value
+
+    def check_list(self, data):
+        if not isinstance(data, list):
+            raise serializers.ValidationError(f'Expected a list of items but got type "{type(data).__name__}".')
+        self.check_length(len(data))
+
+    def check_length(self, length):
+        if length > self.max_length:
+            raise serializers.ValidationError(f"Ensure this field has no more than {self.max_length} elements.")
+
+    def out_of_range(self):
+        return serializers.ValidationError(f"Each item must be an integer from {self.minimum} to {self.maximum}.")
 
     def to_representation(self, value):
         return value
 
 
-def check_integer_list(data, minimum, maximum, max_length):
-    if not isinstance(data, list):
-        raise serializers.ValidationError(f'Expected a list of items but got type "{type(data).__name__}".')
-    if len(data) > max_length:
-        raise serializers.ValidationError(f"Ensure this field has no more than {max_length} elements.")
-    if data and not integers_within(data, minimum, maximum):
-        raise serializers.ValidationError(f"Each item must be an integer from {minimum} to {maximum}.")
-    return data
+class TokenIdsField(IntegerListField):
+    """SPEC 15.5's ``prompt_token_ids``, valid as SPEC 15.1's packed bytes (4 a token, little-endian): the form its
+    keys are computed from. A list is checked and packed in one pass (``agent._blocks``: ~0.006 ms for 4,096 ids
+    against ~0.09 ms); the placement body's parser (``proxy_app.api.token_ids``) hands over an array it read as
+    those bytes already (JSON has no bytes, so nothing else is)."""
+
+    def __init__(self, max_length, **kwargs):
+        super().__init__(0, MAX_TOKEN_ID, max_length, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bytes):
+            self.check_length(len(data) // 4)
+            return data
+        self.check_list(data)
+        try:
+            return token_bytes(data)
+        except (TypeError, ValueError):
+            raise self.out_of_range() from None
+
+    check = to_internal_value
+
+    def to_representation(self, value):
+        return array("I", value).tolist()
 
 
 # Bounds that are exactly a C type's range: packing the list into an ``array`` of that type checks every item's
@@ -92,14 +122,7 @@ PACKED_RANGES = {(-(2**63), 2**63 - 1): "q"}
 
 def integers_within(data, minimum, maximum):
     """Whether every item of ``data`` is an ``int`` (a ``bool`` is not) from ``minimum`` to ``maximum``: the types in
-    one pass over the list (``map``), the range in another. Token ids (SPEC 15.1's range) in the one pass of 15.1's
-    own packing, which checks both (``agent._blocks``: ~0.006 ms for 4,096 against ~0.09 ms)."""
-    if (minimum, maximum) == (0, MAX_TOKEN_ID):
-        try:
-            token_bytes(data)
-        except (TypeError, ValueError):
-            return False
-        return True
+    one pass over the list (``map``), the range in another."""
     if set(map(type, data)) != {int}:
         return False
     code = PACKED_RANGES.get((minimum, maximum))
@@ -124,8 +147,7 @@ class PlacementSerializer(PlacementBodyBase):
     session_key = optional_text(SESSION_KEY_LENGTH)
     count = StrictIntegerField(min_value=1, max_value=MAX_COUNT, required=False, default=3)
     # SPEC 15.5: the prompt, as token ids or as its block keys (SPEC 15.1), one or neither; needs ``model``.
-    prompt_token_ids = IntegerListField(0, MAX_TOKEN_ID, MAX_PROMPT_TOKENS, required=False, allow_null=True,
-                                        default=None)
+    prompt_token_ids = TokenIdsField(MAX_PROMPT_TOKENS, required=False, allow_null=True, default=None)
     prompt_block_keys = IntegerListField(INT64_MIN, INT64_MAX, MAX_PROMPT_KEYS, required=False, allow_null=True,
                                          default=None)
 

@@ -108,3 +108,8 @@ def test_its_c_chain_refuses_what_the_pythons_refuses():
     for chain in (_blocks.chain, py_chain):
         with pytest.raises(ValueError):
             chain(0, b"x" * 8, 0)
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=80), st.integers(1, 9))
+def test_it_takes_token_ids_already_packed(tokens, block_tokens):
+    assert prompt_keys("m", py_pack_tokens(tokens), block_tokens) == prompt_keys("m", tokens, block_tokens)

@@ -20,6 +20,7 @@ class IntegerListScheme(OpenApiSerializerFieldExtension):
     """``proxy_app.api.serializers.IntegerListField``: an array of bounded integers (keys, token ids)."""
 
     target_class = "proxy_app.api.serializers.IntegerListField"
+    match_subclasses = True  # TokenIdsField: the same array on the wire
 
     def map_serializer_field(self, auto_schema, direction):
         field = self.target
