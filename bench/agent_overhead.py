@@ -48,7 +48,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
@@ -56,6 +56,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent_threads import thread_cpu, thread_names, thread_report  # noqa: E402
+from tests.fake_http import FakeHandler  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_TARGET_PCT = 1.0
@@ -70,7 +71,7 @@ class Sink:
         self.counts = {}
         sink = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
 
@@ -84,15 +85,7 @@ class Sink:
                     answer = {"instance_id": body.get("instance_id"), "heartbeat_interval_s": 10, "ttl_s": 30}
                 else:
                     answer = {"ok": True}
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
+                self.answer(json.dumps(answer).encode())
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -128,20 +121,13 @@ class CaptureEngine:
         self.scrapes = 0
         engine = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
 
             def do_GET(self):  # noqa: N802 - stdlib name
                 engine.scrapes += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
+                self.answer(body, "text/plain; version=0.0.4; charset=utf-8")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

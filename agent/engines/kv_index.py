@@ -107,39 +107,24 @@ class ResidentSet:
         # One chain over the event's blocks (each continues the one before), split per engine block.
         keys = chain_keys(previous, event.token_ids[:usable * size], width)
         per_block = size // width
-        blocks, added, removed = self._blocks, self._added, self._removed
-        track = not self._reset_pending  # the whole set goes next: no changes to keep meanwhile
-        new = 0
+        blocks, new = self._blocks, []
         try:
             if per_block == 1:
                 # The common case (the engine's block is the pool's): one key a block, held as a bare int. A
                 # thousand blocks a second pass here, so no tuple and no inner loop per block (issue 32's agent
                 # cost).
                 for block_hash, key in zip(hashes, keys):  # keys: one per usable block
-                    if block_hash in blocks:
-                        continue  # stored again (vLLM re-announces a block it already holds): already counted
-                    blocks[block_hash] = key
-                    new += 1
-                    if track:
-                        if key in removed:
-                            removed.discard(key)
-                        else:
-                            added.add(key)
+                    if block_hash not in blocks:  # else stored again (vLLM re-announces a block): counted already
+                        blocks[block_hash] = key
+                        new.append(key)
             else:
                 for n in range(usable):
-                    block_hash = hashes[n]
-                    if block_hash in blocks:
-                        continue
-                    mine = blocks[block_hash] = tuple(keys[n * per_block:(n + 1) * per_block])
-                    new += 1
-                    if track:
-                        for key in mine:
-                            if key in removed:
-                                removed.discard(key)
-                            else:
-                                added.add(key)
-        finally:  # an unhashable block hash stops the loop (the subscriber counts it): keep the count of those in
-            self._keys += new * per_block
+                    if hashes[n] not in blocks:
+                        mine = blocks[hashes[n]] = tuple(keys[n * per_block:(n + 1) * per_block])
+                        new.extend(mine)
+        finally:  # an unhashable block hash stops the loop (the subscriber counts it): what was stored counts
+            self._keys += len(new)
+            self._note(new, self._removed, self._added)
 
     def _seed(self, model, adapter):
         seed = self._seeds.get((model, adapter))
@@ -150,31 +135,30 @@ class ResidentSet:
         return seed
 
     def _drop(self, block_hashes):
-        blocks, added, removed = self._blocks, self._added, self._removed
-        track = not self._reset_pending
-        gone = 0
+        blocks, gone = self._blocks, []
         try:
             for block_hash in block_hashes:
                 known = blocks.pop(block_hash, None)
-                if known is None:
-                    continue
-                if known.__class__ is int:  # one key (the common case): no tuple, no inner loop
-                    gone += 1
-                    if track:
-                        if known in added:
-                            added.discard(known)
-                        else:
-                            removed.add(known)
-                    continue
-                gone += len(known)
-                if track:
-                    for key in known:
-                        if key in added:
-                            added.discard(key)
-                        else:
-                            removed.add(key)
-        finally:  # as in _store: an unhashable hash stops the loop, the count stays true
-            self._keys -= gone
+                if known.__class__ is int:  # one key (the common case): no tuple
+                    gone.append(known)
+                elif known is not None:
+                    gone.extend(known)
+        finally:  # as in _store: an unhashable hash stops the loop, what was dropped counts
+            self._keys -= len(gone)
+            self._note(gone, self._added, self._removed)
+
+    def _note(self, keys, opposite, changes):
+        """Keep ``keys`` as changes since the last drain: each cancels its opposite change (a key removed and
+        stored again between two reports is sent as neither), the rest join ``changes``. Nothing is kept while
+        a reset is due: the whole set goes then."""
+        if self._reset_pending or not keys:
+            return
+        cancelled = opposite.intersection(keys) if opposite else ()
+        if cancelled:
+            opposite -= cancelled
+            changes.update(key for key in keys if key not in cancelled)
+        else:
+            changes.update(keys)
 
     # --- reading (sampler, prefix reporter) -------------------------------------------
 

@@ -150,18 +150,16 @@ class EngineScrapers:
         self.subscribers = list(subscribers) + [None] * (len(self.scrapers) - len(subscribers))
 
     def start(self):
-        for scraper in self.scrapers:
-            scraper.start()
-        for subscriber in self.subscribers:
-            if subscriber is not None:
-                subscriber.start()
+        for worker in self._workers():
+            worker.start()
 
     def stop(self):
-        for scraper in self.scrapers:
-            scraper.stop()
-        for subscriber in self.subscribers:
-            if subscriber is not None:
-                subscriber.stop()
+        for worker in self._workers():
+            worker.stop()
+
+    def _workers(self):
+        """Each engine's scraper, and its event subscriber where it has one: the threads this set runs."""
+        return [*self.scrapers, *(subscriber for subscriber in self.subscribers if subscriber is not None)]
 
     def prime(self):
         """Scrape every engine once and wait for the answers, at most the timeout (start and ``--once``)."""

@@ -12,12 +12,13 @@ import socket
 import threading
 import time
 from collections import Counter, namedtuple
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.agent.fake_pynvml import GIB, FakeGpu, FakeNvml
+from tests.fake_http import FakeHandler
 
 CpuTimes = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
 VirtualMemory = namedtuple("svmem", "total available percent used free")
@@ -169,7 +170,7 @@ class FakeProxy:
         self._changed = threading.Condition()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # else headers and body wait on a delayed ACK (40 ms)
 
@@ -196,12 +197,7 @@ class FakeProxy:
                 status, answer = proxy._answer(self.path, body, dict(self.headers))
                 if proxy.raw_answer is not None:
                     return self.send_raw(*proxy.raw_answer)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer(json.dumps(answer).encode(), status=status)
 
             def send_raw(self, content_type, data):
                 self.send_response(200)
@@ -214,9 +210,6 @@ class FakeProxy:
                         proxy.raw_sent = start + 65536
                 except OSError:
                     self.close_connection = True  # the client stopped reading
-
-            def log_message(self, *args):
-                pass
 
         self.httpd, self.url = serve_on_loopback(Handler)
 
@@ -327,7 +320,7 @@ class FakeEngine:
         self._release = threading.Event()
         engine = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             protocol_version = "HTTP/1.1"  # kept-alive, as uvicorn serves vLLM
             disable_nagle_algorithm = True
 
@@ -338,28 +331,18 @@ class FakeEngine:
             def do_GET(self):  # noqa: N802 - stdlib name
                 engine.requests += 1
                 if self.path != "/metrics":
-                    return self._answer(404, "text/plain", b"not found")
+                    return self.answer(b"not found", "text/plain", 404)
                 if engine.mode == "hang":
                     engine._release.wait(60)
                     self.close_connection = True
                     return None
                 if engine.mode == "error":
-                    return self._answer(500, "text/plain", b"Internal Server Error")
+                    return self.answer(b"Internal Server Error", "text/plain", 500)
                 if engine.mode == "garbage":
-                    return self._answer(200, "text/html", b"<html><body>It works!</body></html>")
-                self._answer(200, "text/plain; version=0.0.4; charset=utf-8", engine.body.encode())
+                    return self.answer(b"<html><body>It works!</body></html>", "text/html")
+                self.answer(engine.body.encode(), "text/plain; version=0.0.4; charset=utf-8")
                 self.close_connection = engine.drop_idle
                 return None
-
-            def _answer(self, status, content_type, data):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
 
         self.httpd, self.url = serve_on_loopback(Handler)
 

@@ -11,11 +11,12 @@ import ssl
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from agent.proxy_client import MAX_ANSWER_BYTES, OK, REJECTED, UNAVAILABLE, UNKNOWN_INSTANCE, ProxyClient
+from tests.fake_http import FakeHandler
 from tests.live import free_port
 
 SNAPSHOT, HEARTBEAT = "/v1/instance/resource_snapshot", "/v1/instance/heartbeat"
@@ -161,7 +162,7 @@ def tls_proxy(tmp_path):
 
     connections = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(FakeHandler):
         protocol_version = "HTTP/1.1"
 
         def setup(self):
@@ -170,15 +171,7 @@ def tls_proxy(tmp_path):
 
         def do_POST(self):  # noqa: N802 - stdlib name
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            data = json.dumps({"ok": True}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
+            self.answer(json.dumps({"ok": True}).encode())
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)

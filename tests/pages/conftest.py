@@ -8,6 +8,7 @@ through the API (the actors of ``tests/proxy`` and ``tests/scheduler``).
 
 import re
 from html import unescape
+from typing import NamedTuple
 
 import pytest
 
@@ -75,6 +76,25 @@ def text_of(html):
     """Visible text of an HTML snippet as a reader sees it: inline tags vanish, others separate words."""
     html = re.sub(rf"</?{INLINE_TAGS}\b[^>]*>", "", html)
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+class Row(NamedTuple):
+    classes: str  # its class attribute
+    text: str  # its cells' text, as text_of reads it
+    cells: str  # its inner HTML
+
+
+def row_ids(html, attribute):
+    """The ids of a table's rows, in order: the values of ``attribute`` (``data-instance-id``, ``data-candidate``)."""
+    return re.findall(rf'<tr\b[^>]*\s{attribute}="([^"]+)"', html)
+
+
+def row_of(html, row_id, attribute):
+    """The table row whose ``attribute`` is ``row_id``, as a ``Row``."""
+    match = re.search(rf'<tr\b((?=[^>]*\s{attribute}="{re.escape(row_id)}")[^>]*)>(.*?)</tr>', html, re.S)
+    assert match, row_id
+    classes = re.search(r'\sclass="([^"]*)"', match.group(1))
+    return Row(classes.group(1) if classes else "", text_of(match.group(2)), match.group(2))
 
 
 def one(html, testid):

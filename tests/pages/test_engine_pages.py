@@ -2,23 +2,22 @@
 the instance page's engine cards, the pool's LOAD card and engine figures, the fleet's waiting and saturation."""
 
 import re
+from functools import partial
 
 import pytest
 
 from tests.factories import make_engine, make_failed_engine, make_pool_resource, make_snapshot
+from tests.pages import conftest as pages
 from tests.pages.conftest import by_testid, one, text_of
 
 pytestmark = pytest.mark.django_db
 
 
-def row_ids(html):
-    return re.findall(r'<tr class="[^"]*" data-instance-id="([^"]+)"', html)
+row_ids = partial(pages.row_ids, attribute="data-instance-id")
 
 
 def row_text(html, instance_id):
-    match = re.search(rf'data-instance-id="{re.escape(instance_id)}">(.*?)</tr>', html, re.S)
-    assert match, instance_id
-    return text_of(match.group(1))
+    return pages.row_of(html, instance_id, "data-instance-id").text
 
 
 @pytest.fixture

@@ -1,25 +1,21 @@
 """/fleet/ and its fragments (SPEC 8): every proxy with liveness, pool admission, instances, bars and a trend."""
 
 import re
+from functools import partial
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import make_pool_resource
+from tests.pages import conftest as pages
 from tests.pages.conftest import one, text_of
 
 pytestmark = pytest.mark.django_db
 
 
-def row_ids(html):
-    return re.findall(r'<tr class="[^"]*" data-proxy-id="([^"]+)"', html)
-
-
-def row_of(html, proxy_id):
-    match = re.search(rf'<tr class="([^"]*)" data-proxy-id="{re.escape(proxy_id)}">(.*?)</tr>', html, re.S)
-    assert match, proxy_id
-    return match.group(1), text_of(match.group(2)), match.group(2)
+row_ids = partial(pages.row_ids, attribute="data-proxy-id")
+row_of = partial(pages.row_of, attribute="data-proxy-id")
 
 
 def gpu_pool(**extra):

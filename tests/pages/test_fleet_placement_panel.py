@@ -1,11 +1,13 @@
 """The fleet page's "which pool would a request go to" panel: ``POST /v1/proxy/placement``'s answer (SPEC 14.3)."""
 
 import re
+from functools import partial
 
 import pytest
 
 from tests.factories import make_pool_resource
-from tests.pages.conftest import one, text_of
+from tests.pages import conftest as pages
+from tests.pages.conftest import one
 
 pytestmark = pytest.mark.django_db
 
@@ -22,14 +24,11 @@ def pool(register_proxy, frozen):
     return _pool
 
 
-def candidates(html):
-    return re.findall(r'<tr data-candidate="([^"]+)"', html)
+candidates = partial(pages.row_ids, attribute="data-candidate")
 
 
 def candidate_row(html, proxy_id):
-    match = re.search(rf'<tr data-candidate="{re.escape(proxy_id)}"[^>]*>(.*?)</tr>', html, re.S)
-    assert match, proxy_id
-    return text_of(match.group(1))
+    return pages.row_of(html, proxy_id, "data-candidate").text
 
 
 def test_it_ranks_the_pools_for_a_model_as_the_api_does(page, api, pool, frozen):

@@ -1,12 +1,14 @@
 """The pool page's "where would a request go" panel: the placement API's answer (SPEC 14.1), asked without placing."""
 
 import re
+from functools import partial
 
 import pytest
 
 from proxy_app.placement.candidates import BOARD
 from tests.factories import T0_MS, make_engine, make_snapshot
-from tests.pages.conftest import by_testid, one, text_of
+from tests.pages import conftest as pages
+from tests.pages.conftest import by_testid, one
 
 pytestmark = pytest.mark.django_db
 
@@ -24,14 +26,11 @@ def serving(register_instance, report, frozen):
     return _serving
 
 
-def candidates(html):
-    return re.findall(r'<tr data-candidate="([^"]+)"', html)
+candidates = partial(pages.row_ids, attribute="data-candidate")
 
 
 def candidate_row(html, instance_id):
-    match = re.search(rf'<tr data-candidate="{re.escape(instance_id)}"[^>]*>(.*?)</tr>', html, re.S)
-    assert match, instance_id
-    return text_of(match.group(1))
+    return pages.row_of(html, instance_id, "data-candidate").text
 
 
 def test_it_shows_the_ranking_the_api_answers_on_the_pool_page(page, api, serving):

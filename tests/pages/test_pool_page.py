@@ -1,6 +1,7 @@
 """/pool/ and its fragments (SPEC 8): every instance with status, age, admission and bars; filters, search, sort, paging."""
 
 import re
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -8,19 +9,14 @@ from django.test.utils import CaptureQueriesContext
 
 from proxy_app.ops.history import record_pool
 from tests.factories import T0, make_gpu, make_snapshot
+from tests.pages import conftest as pages
 from tests.pages.conftest import one, text_of
 
 pytestmark = pytest.mark.django_db
 
 
-def row_ids(html):
-    return re.findall(r'<tr class="[^"]*" data-instance-id="([^"]+)"', html)
-
-
-def row_of(html, instance_id):
-    match = re.search(rf'<tr class="([^"]*)" data-instance-id="{re.escape(instance_id)}">(.*?)</tr>', html, re.S)
-    assert match, instance_id
-    return match.group(1), text_of(match.group(2))
+row_ids = partial(pages.row_ids, attribute="data-instance-id")
+row_of = partial(pages.row_of, attribute="data-instance-id")
 
 
 def test_it_shows_an_empty_pool_as_a_page_that_says_so(page, frozen):
@@ -36,10 +32,10 @@ def test_it_lists_each_instance_with_status_age_admission_and_bars(page, frozen,
     frozen.shift(12)
     html = page("/pool/")
     assert row_ids(html) == ["cpu-1", "gpu-1"]
-    _, gpu_row = row_of(html, "gpu-1")
+    gpu_row = row_of(html, "gpu-1").text
     assert gpu_row.startswith("alive gpu-1 10.0.0.1:8000 12 s ago accepting 42.0 % 25.0 % 60.0 % 50.0 %")
     assert "↓ 1.0 Mbit/s ↑ 2.0 Mbit/s" in gpu_row
-    _, cpu_row = row_of(html, "cpu-1")
+    cpu_row = row_of(html, "cpu-1").text
     assert "degraded 7.5 % 75.0 % no GPU –" in cpu_row
     assert one(html, "pool-alive") == "2"
 
@@ -49,11 +45,11 @@ def test_it_marks_a_stale_instance_and_its_old_figures(page, frozen, cpu_host):
     frozen.shift(45)
     cpu_host("new")
     html = page("/pool/")
-    classes, text = row_of(html, "old")
+    classes, text, _ = row_of(html, "old")
     assert "is-stale" in classes and text.startswith("stale old")
     assert "45 s ago" in text
     assert 'class="col-bar is-stale-data"' in html.split('data-instance-id="old"')[1].split("</tr>")[0]
-    assert row_of(html, "new")[0] == ""
+    assert row_of(html, "new").classes == ""
     assert "1 stale" in html
 
 
@@ -62,9 +58,9 @@ def test_it_shows_a_dash_for_what_an_instance_has_not_reported(page, frozen, reg
     register_instance("partial")
     report("partial", make_snapshot(cpu=None, network=[{"iface": "eth0", "rx_mbps": None, "tx_mbps": None}]))
     html = page("/pool/")
-    assert "no resource report yet" in row_of(html, "silent")[1]
-    partial = row_of(html, "partial")[1]
-    assert "– 25.0 %" in partial and "↓ – ↑ –" in partial
+    assert "no resource report yet" in row_of(html, "silent").text
+    half_reported = row_of(html, "partial").text
+    assert "– 25.0 %" in half_reported and "↓ – ↑ –" in half_reported
 
 
 def test_it_never_prints_an_epoch_number_outside_the_raw_json(page, frozen, gpu_host):

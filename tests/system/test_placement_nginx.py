@@ -12,13 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.factories import make_engine, make_snapshot
+from tests.fake_http import FakeHandler
 from tests.live import ROOT, ChildProcess, free_port
 
 pytestmark = pytest.mark.live
@@ -41,19 +42,11 @@ class Backend:
         self.name, self.hits = name, 0
         backend = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(FakeHandler):
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 backend.hits += 1
-                body = json.dumps({"backend": backend.name}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
+                self.answer(json.dumps({"backend": backend.name}).encode())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port or 0), Handler)
         self.port = self.server.server_address[1]
