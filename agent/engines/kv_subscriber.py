@@ -34,12 +34,17 @@ from agent.sampler import monotonic_ms
 log = logging.getLogger(__name__)
 
 EXTRA = "kv-events"
-# The thread waits on the socket for a batch, takes every batch queued, then holds off for ``hold_ms``
-# (the prefix reporter's interval: changes are not sent more often than that) before it looks again. A
-# publisher sending 100 batches a second costs one wakeup a second, not 100 and not 4 (at four a second the
-# wakeups were about half of the thread's CPU, issue 32's agent cost); a lone batch after a quiet spell is
-# taken at once. An idle socket is polled for POLL_MS at a time, so a stop or a new rank waits no longer.
+# The thread waits on the socket for a batch and takes every batch queued. When that batch came within
+# ``quiet_ms`` of the thread's last look, the publisher is busy: the thread then holds off for ``hold_ms`` (the
+# prefix reporter's interval: changes are not sent more often than that) before it looks again. A publisher
+# sending 100 batches a second costs one wakeup a second, not 100 and not 4 (at four a second the wakeups were
+# about half of the thread's CPU, issue 32's agent cost). A batch after a quiet spell (a lone request's blocks)
+# is taken at once and the thread does not hold after it, so the next one is taken at once too unless it
+# follows close behind: the quiet engine's blocks are not kept a hold from its Proxy (issue 32's 2 s from a
+# completion to placement). An idle socket is polled for POLL_MS at a time, so a stop or a new rank waits no
+# longer.
 DEFAULT_HOLD_MS = 1000
+DEFAULT_QUIET_MS = 100
 POLL_MS = 250
 RECEIVE_HWM = 10_000  # batches held for the thread; beyond this ZMQ drops (counted as a gap)
 MAX_BATCHES_PER_TURN = 10_000  # one wakeup's worth at most (RECEIVE_HWM): then the stop flag is looked at
@@ -88,9 +93,9 @@ class KvSubscriber:
     """One engine endpoint's events, applied to per-rank resident sets."""
 
     def __init__(self, endpoint, block_tokens, model_of, replay_endpoint=None, clock_ms=monotonic_ms,
-                 name="fleetwatch-kv", hold_ms=DEFAULT_HOLD_MS):
+                 name="fleetwatch-kv", hold_ms=DEFAULT_HOLD_MS, quiet_ms=DEFAULT_QUIET_MS):
         self.endpoint = endpoint
-        self.hold_ms = hold_ms
+        self.hold_ms, self.quiet_ms = hold_ms, quiet_ms
         self.replay_endpoint = replay_endpoint
         self.block_tokens = block_tokens
         self._model_of = model_of  # rank -> the engine's model name (from its metrics), or None
@@ -105,6 +110,7 @@ class KvSubscriber:
         self._error_at_ms = None
         self.bad_messages = 0
         self.turns = 0  # times the thread took what had queued (one a hold at most)
+        self.holds = 0  # turns after which the thread held off
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -149,11 +155,13 @@ class KvSubscriber:
         sub.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
+        looked_at = None  # clock_ms of the thread's last look (after its last turn); None: before the first
         try:
             while not self._stop.is_set():
                 self._connect_wanted(sub)
                 if not sub.poll(POLL_MS, zmq.POLLIN):
                     continue
+                busy = looked_at is not None and self._clock_ms() - looked_at < self.quiet_ms
                 self._turn_models = {}  # the engine's model, looked up once a turn
                 for _ in range(MAX_BATCHES_PER_TURN):
                     try:
@@ -163,7 +171,10 @@ class KvSubscriber:
                     self.handle(frames, msgpack.unpackb, context)
                 self._turn_models = None
                 self.turns += 1
-                self._stop.wait(self.hold_ms / 1000.0)
+                if busy:
+                    self.holds += 1
+                    self._stop.wait(self.hold_ms / 1000.0)
+                looked_at = self._clock_ms()
         except Exception as error:  # noqa: BLE001 - the thread reports its end rather than dying silently
             log.exception("kv events %s: the subscriber stopped", self.endpoint)
             self._note_error(f"subscriber_error:{type(error).__name__}")

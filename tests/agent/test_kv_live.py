@@ -30,11 +30,11 @@ WAIT_S = 10
 
 
 class Publisher:
-    """vLLM's side of the wire: a PUB socket bound on a free port."""
+    """vLLM's side of the wire: a PUB socket bound on a free port (an XPUB: it also hears subscriptions)."""
 
     def __init__(self):
         self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.PUB)
+        self.socket = self.context.socket(zmq.XPUB)
         self.port = free_port()
         self.socket.bind(f"tcp://127.0.0.1:{self.port}")
         self.seq = 0
@@ -43,6 +43,11 @@ class Publisher:
         payload = msgpack.packb([time.time(), list(events), rank])
         self.socket.send_multipart((b"", self.seq.to_bytes(8, "big"), payload))
         self.seq += 1
+
+    def subscribed(self):
+        """Wait for a subscriber's subscription: what is sent from then on reaches it."""
+        assert self.socket.poll(WAIT_S * 1000), "no subscriber"
+        assert self.socket.recv()[:1] == b"\x01"
 
     def send_raw(self, *frames):
         self.socket.send_multipart(frames)
@@ -130,21 +135,27 @@ def test_it_reads_a_real_publisher_and_the_proxy_gets_the_keys(busy_vllm, two_gp
         agent.stop()
 
 
-def test_the_first_batch_is_taken_at_once_and_the_next_waits_out_the_hold(publisher):
-    subscriber = KvSubscriber(f"tcp://127.0.0.1:{publisher.port}", 16, lambda rank: MODEL, hold_ms=600_000)
+def test_a_batch_after_a_quiet_spell_is_taken_at_once_and_a_busy_stream_waits_out_the_hold(publisher):
+    now_ms = [0]  # the subscriber's clock: whether a batch follows the last look closely is read on it
+    subscriber = KvSubscriber(f"tcp://127.0.0.1:{publisher.port}", 16, lambda rank: MODEL, hold_ms=600_000,
+                              quiet_ms=100, clock_ms=lambda: now_ms[0])
     subscriber.start()
     try:
-        def heard():
-            publisher.seq = 0
-            publisher.send({"type": "AllBlocksCleared"})
-            return subscriber.turns > 0
-        assert until(heard)  # long before the hold: the first batch is not held back
-        publisher.seq = 1
-        publisher.send(stored([1], None, TOKENS[:16]))
+        publisher.subscribed()
+        publisher.send(stored([1], None, TOKENS[:16]))  # the first batch: taken at once, no hold after it
+        assert until(lambda: subscriber.rank(0).blocks.resident_blocks == 1)
+        assert (subscriber.turns, subscriber.holds) == (1, 0)
+        now_ms[0] += 60_000
+        publisher.send(stored([2], 1, TOKENS[16:32]))  # after a quiet minute: the same
+        assert until(lambda: subscriber.rank(0).blocks.resident_blocks == 2)
+        assert (subscriber.turns, subscriber.holds) == (2, 0)
+        publisher.send(stored([3], 2, TOKENS[32:48]))  # close behind it (the clock stands): taken, then the hold
+        assert until(lambda: subscriber.rank(0).blocks.resident_blocks == 3 and subscriber.holds == 1)
+        publisher.send(stored([4], 3, TOKENS[48:64]))
     finally:
         subscriber.stop()  # ends the hold at once
     assert not subscriber._thread.is_alive()
-    assert (subscriber.turns, subscriber.rank(0).blocks.resident_blocks) == (1, 0)  # held: never taken
+    assert (subscriber.turns, subscriber.rank(0).blocks.resident_blocks) == (3, 3)  # held: the fourth never taken
 
 
 def test_garbage_or_a_silent_publisher_never_delays_the_agent(busy_vllm, two_gpus, source, publisher):
