@@ -136,11 +136,13 @@ class PrefixIndex:
             slot = self._new_slot(stream, instance_id)
         for key in removed:
             key = int(key)
-            if not _take(self.added, key, slot):
-                _put(self.removed, key, slot)
-                self.delta += 1
-            else:
+            if _take(self.added, key, slot):
                 self.delta -= 1
+                if not self._in_base(key, slot):
+                    continue  # the delta's own pair, gone with it
+                # added again while the base held it: the base's pair goes too
+            _put(self.removed, key, slot)
+            self.delta += 1
         for key in added:
             key = int(key)
             _take(self.removed, key, slot)
@@ -232,6 +234,10 @@ class PrefixIndex:
         smaller = np.bincount(which, weights=held < wanted, minlength=len(find_keys)).astype(np.int64)
         found = np.bincount(which, weights=held == wanted, minlength=len(find_keys)) > 0
         return low + smaller, found
+
+    def _in_base(self, key, slot):
+        low, count = self._ranges(key)
+        return slot in self.slots[low:low + count]
 
     def _ranges(self, query):
         """(first pair, how many pairs) of each key of ``query`` in the columns."""

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy_app.prefix import index as index_module
@@ -93,6 +93,8 @@ def test_its_lookup_is_built_in_c_by_the_install():
 @pytest.mark.parametrize("lookup", ["c", "numpy"])
 @settings(max_examples=150, deadline=None)
 @given(OPS, st.lists(st.integers(0, 9), min_size=1, max_size=6))
+# A key the base holds, added again and then removed: it is gone (the removal took only the delta's pair once).
+@example(ops=[("add", 0, [0, 0]), ("add", 0, [0] * 6), ("add", 0, [0]), ("remove", 0, [0])], prompt=[0])
 def test_it_answers_what_a_model_of_sets_answers_through_any_changes(lookup, ops, prompt):
     saved = index_module.MERGE_MIN, index_module.FIRST_CHUNK, index_module.compiled_runs
     index_module.MERGE_MIN = 8  # merges happen within the example
