@@ -127,13 +127,19 @@ class PrefixIndex:
             self.owner[slot] = None
 
     def apply(self, stream, instance_id, added=(), removed=(), reset=False, merge=True):
-        """One body's change (SPEC 15.3): with ``reset`` the stream's keys are first forgotten. ``merge``: fold
+        """One body's change (SPEC 15.3): with ``reset`` the stream's keys are first forgotten; ``added`` applies
+        before ``removed``, as the store applies them, so a key in both is not held after. ``merge``: fold
         the delta into the base when it is due (``merge_due``); a caller that merges apart passes False."""
         if reset:
             self.drop(stream)
         slot = self.slot_of.get(stream)
         if slot is None:
             slot = self._new_slot(stream, instance_id)
+        for key in added:
+            key = int(key)
+            _take(self.removed, key, slot)
+            _put(self.added, key, slot)
+            self.delta += 1
         for key in removed:
             key = int(key)
             if _take(self.added, key, slot):
@@ -142,11 +148,6 @@ class PrefixIndex:
                     continue  # the delta's own pair, gone with it
                 # added again while the base held it: the base's pair goes too
             _put(self.removed, key, slot)
-            self.delta += 1
-        for key in added:
-            key = int(key)
-            _take(self.removed, key, slot)
-            _put(self.added, key, slot)
             self.delta += 1
         if merge and self.merge_due():
             self.merge()

@@ -134,3 +134,15 @@ def test_learned_records_expire_and_leave_with_their_instance():
     assert learned.hits([1, 2, 3], now=60.0) == {} and len(learned) == 3
     learned.sweep(now=200.0)
     assert len(learned) == 0
+
+
+def test_a_key_both_added_and_removed_by_one_body_is_not_held_as_the_store_applies_it():
+    # The store inserts a body's added keys, then deletes its removed ones (proxy_app/prefix/store.py): the copy
+    # in memory ends the same, whether the key was new or held already.
+    index = PrefixIndex()
+    index.apply(0, "i-0", added=[7])
+    index.merge()
+    index.apply(0, "i-0", added=[5, 7], removed=[5, 7])
+    assert index.hits([5]) == {} and index.hits([7]) == {}
+    index.merge()
+    assert index.hits([5]) == {} and index.hits([7]) == {}
