@@ -7,6 +7,7 @@ setting and a query take the same words; ``parse_int`` is how the API and the
 pages read an integer one.
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -63,6 +64,20 @@ def env_float(name, default):
     if raw is None or raw.strip() == "":
         return default
     return float(raw)
+
+
+def env_json_object(name):
+    """A JSON object of strings to strings (``FLEETWATCH_TOKENIZERS``); empty when unset."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"{name} is not JSON: {error}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{name} must be a JSON object of strings, e.g. {{\"my-model\": \"/models/my-model\"}}")
+    return value
 
 
 def env_list(name, default):

@@ -11,6 +11,7 @@ from controlplane.env import (
     env_bool,
     env_float,
     env_int,
+    env_json_object,
     env_list,
     env_str,
     secret_key_from_file,
@@ -121,6 +122,12 @@ FLEETWATCH_FENCE_RECOVERY_S = env_float("FLEETWATCH_FENCE_RECOVERY_S", 10.0)
 FLEETWATCH_PREFIX_BLOCK_TOKENS = env_int("FLEETWATCH_PREFIX_BLOCK_TOKENS", 16)
 FLEETWATCH_PREFIX_LEARNED_TTL_S = env_float("FLEETWATCH_PREFIX_LEARNED_TTL_S", 120.0)
 FLEETWATCH_PREFIX_MAX_BODY_BYTES = env_int("FLEETWATCH_PREFIX_MAX_BODY_BYTES", 1024 * 1024)
+# Text and chat prompts (SPEC 16, docs/placement.md, "Text and chat"): the operator's tokenizers
+# ({model id: directory}, before any an agent offers), a chat template's time per render, and each
+# process's cache of tokenized segments.
+FLEETWATCH_TOKENIZERS = env_json_object("FLEETWATCH_TOKENIZERS")
+FLEETWATCH_TEMPLATE_TIMEOUT_MS = env_float("FLEETWATCH_TEMPLATE_TIMEOUT_MS", 50.0)
+FLEETWATCH_TOKENIZER_CACHE_MB = env_float("FLEETWATCH_TOKENIZER_CACHE_MB", 64.0)
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [

@@ -96,7 +96,7 @@ def fresh_process_state(settings):
     """Per-process state the server keeps between requests starts empty in every test:
     the verified-token cache, the rate limiter (on a cache of its own, not under var/), the route lane's gate
     (off), the placement
-    boards and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)."""
+    boards, the tokenizers and the pool summary's columns (read afresh on every request here; ``tests/proxy/test_placement_board.py`` tests its refreshes)."""
     from django.core.cache import caches
 
     from controlplane.api import ratelimit
@@ -104,6 +104,7 @@ def fresh_process_state(settings):
     from proxy_app.placement.candidates import BOARD
     from proxy_app.pool.columns import LEDGER
     from proxy_app.prefix.keeper import PREFIX
+    from proxy_app.tokenizers.registry import TOKENIZERS
     from scheduler_app.placement_api import BOARD as POOL_BOARD
 
     settings.CACHES = {**settings.CACHES, "ratelimit": {
@@ -119,6 +120,7 @@ def fresh_process_state(settings):
     PREFIX.reset()
     POOL_BOARD.reset()
     LEDGER.reset()
+    TOKENIZERS.reset()
     yield
 
 

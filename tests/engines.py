@@ -70,14 +70,19 @@ class VllmServer(ChildProcess):
         self.workdir = Path(workdir)
         self.model_dir = self.workdir / "tiny-llama"
         self.model_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(TINY_MODEL_CONFIG, self.model_dir / "config.json")
+        # The model's directory as an engine host has it: its config and its tokenizer (tokenizer.json,
+        # tokenizer_config.json with the chat template), so vLLM serves text and chat offline.
+        for source in TINY_MODEL_CONFIG.parent.glob("*.json"):
+            shutil.copyfile(source, self.model_dir / source.name)
         self.extra_args = list(extra_args)
         self.log_path = self.workdir / f"vllm-{self.port}.log"
 
     def argv(self):
         return [
             self.python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.model_dir), "--load-format", "dummy", "--skip-tokenizer-init",
+            "--model", str(self.model_dir), "--load-format", "dummy",
+            # usage.prompt_tokens_details.cached_tokens in each answer: the engine's own prefix hits (SPEC 16.4).
+            "--enable-prompt-tokens-details",
             # Room for LONG_COMPLETION tokens: a queue held for as long as a test looks.
             "--max-model-len", "16384", "--max-num-seqs", str(MAX_NUM_SEQS),
             # float32, not the recipe's bfloat16: on a CPU that lists AMX but whose

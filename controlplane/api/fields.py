@@ -123,6 +123,18 @@ class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
     pass
 
 
+class StrictBooleanField(NullAsDefaultMixin, serializers.BooleanField):
+    """``true`` or ``false``, nothing else (DRF would take ``"yes"`` or ``1``); null reads as the default."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+    def check(self, value):
+        return value if isinstance(value, bool) else self.run_validation(value)
+
+
 class BodyChecks:
     """A declared serializer's rules as one plain loop: for the bodies the hot lane checks on every report.
 

@@ -1,6 +1,7 @@
 """The Proxy's placement endpoints (SPEC 14.1, 14.2): ``POST /v1/placement`` and ``POST /v1/placement/feedback``,
 and ``GET /v1/placement/endpoint``, the same placement in the shape nginx's ``auth_request`` takes."""
 
+import dataclasses
 import json
 
 from django.conf import settings
@@ -19,6 +20,7 @@ from proxy_app.api.openapi.placement import (
     FeedbackTaken,
     InstancePlacement,
     PlacementCandidate,
+    TextPrompt,
     endpoint_schema,
     feedback_schema,
     placement_schema,
@@ -32,9 +34,11 @@ from proxy_app.placement.decision import PLACEMENTS
 from proxy_app.placement.inputs import Request
 from proxy_app.prefix.keeper import PREFIX
 from proxy_app.prefix.store import record_learned
+from proxy_app.tokenizers.prompts import has_text_prompt, read_prompt
 
 # The answers, built from the serializers the schema publishes (``controlplane.api.rows``).
-CANDIDATE, PLACEMENT, FEEDBACK_TAKEN = answers_of(PlacementCandidate, InstancePlacement, FeedbackTaken)
+CANDIDATE, PLACEMENT, TEXT_PROMPT, FEEDBACK_TAKEN = answers_of(PlacementCandidate, InstancePlacement, TextPrompt,
+                                                             FeedbackTaken)
 
 
 def candidate_answer(ranked):
@@ -59,6 +63,19 @@ def request_of(data):
     return Request(model=data["model"], adapter=data["adapter"], prompt_tokens=data["prompt_tokens"],
                    max_tokens=data["max_tokens"], session_key=data["session_key"], count=data["count"],
                    exclude=frozenset(data["exclude"]), prompt_keys=prompt_keys_of(data))
+
+
+def with_text_prompt(request, prompt):
+    """``request`` keyed by a text or chat prompt's ids (``read_prompt``'s), or by load alone without them.
+
+    All but the last token are keyed: an engine computes at least a prompt's last token whatever it holds (vLLM's
+    and SGLang's prefix caches never hit it), so the hit answered is what the engine will reuse.
+    """
+    if prompt.ids is None:
+        return request
+    keys = prompt_keys(request.model, prompt.ids[:-4], settings.FLEETWATCH_PREFIX_BLOCK_TOKENS,
+                       adapter=request.adapter)
+    return dataclasses.replace(request, prompt_keys=tuple(keys))
 
 
 def decide(request, now, dry_run=False):
@@ -90,8 +107,15 @@ class InstancePlacementView(PlacementView):
 def placement_of(data):
     """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
     now = clock.now()
-    decision = decide(request_of(data), now)
-    return decision.verdict, placement_body(decision, now)
+    request = request_of(data)
+    prompt = read_prompt(data, request.model) if has_text_prompt(data) else None
+    if prompt is not None:
+        request = with_text_prompt(request, prompt)
+    decision = decide(request, now)
+    body = placement_body(decision, now)
+    if prompt is not None:
+        body.update(TEXT_PROMPT(prompt=prompt))
+    return decision.verdict, body
 
 
 # nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,

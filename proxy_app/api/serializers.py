@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
 from agent.prefix_keys import MAX_TOKEN_ID, token_bytes  # SPEC 15.1: a token is 4 bytes unsigned
-from controlplane.api.fields import BodyChecks, StrictCharField, StrictIntegerField
+from controlplane.api.fields import BodyChecks, ObjectOrNull, StrictBooleanField, StrictCharField, StrictIntegerField
 from controlplane.api.placement import PlacementBodyBase, optional_text
 from controlplane.api.serializers import RegisterSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
@@ -140,6 +140,76 @@ MAX_PROMPT_TOKENS = 131_072
 MAX_PROMPT_KEYS = 8_192
 
 
+class PromptField(serializers.Field):
+    """SPEC 16.3's ``prompt`` as OpenAI's completions take it: a string, token ids, or a batch of either (a list of
+    several, keyed by its first item). Valid as ``str`` or as packed token ids (SPEC 15.1's packing)."""
+
+    default_error_messages = {
+        "invalid": "Expected a string, a list of token ids, or a list of strings or of token-id lists.",
+        "empty": "A prompt batch needs at least one item.",
+    }
+
+    def __init__(self, **kwargs):
+        self.token_ids = TokenIdsField(MAX_PROMPT_TOKENS)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            return data
+        if not isinstance(data, list):
+            self.fail("invalid")
+        if not data:
+            self.fail("empty")
+        first = data[0]
+        if isinstance(first, str) and all(isinstance(item, str) for item in data):
+            return first
+        if isinstance(first, list) and all(isinstance(item, list) for item in data):
+            return self.token_ids.to_internal_value(first)
+        if all(type(item) is int for item in data):
+            return self.token_ids.to_internal_value(data)
+        self.fail("invalid")
+
+    check = to_internal_value
+
+    def to_representation(self, value):
+        return value
+
+
+class MessagesField(serializers.Field):
+    """SPEC 16.3's ``messages``: OpenAI chat messages, each an object with a string ``role`` and a ``content`` that is
+    a string, null, or a list of parts (objects with a string ``type``; a ``text`` part has a string ``text``)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list):
+            raise serializers.ValidationError("Expected a list of messages.")
+        if not data:
+            raise serializers.ValidationError("A chat needs at least one message.")
+        for n, message in enumerate(data):
+            if not isinstance(message, dict):
+                raise serializers.ValidationError(f"Message {n} is not an object.")
+            if not isinstance(message.get("role"), str):
+                raise serializers.ValidationError(f"Message {n} needs a string role.")
+            content = message.get("content")
+            if content is None or isinstance(content, str):
+                continue
+            if not isinstance(content, list):
+                raise serializers.ValidationError(f"Message {n}: content must be a string, null or a list of parts.")
+            for part in content:
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    raise serializers.ValidationError(f"Message {n}: each part must be an object with a string type.")
+                if part["type"] == "text" and not isinstance(part.get("text"), str):
+                    raise serializers.ValidationError(f"Message {n}: a text part needs a string text.")
+        return data
+
+    check = to_internal_value
+
+    def to_representation(self, value):
+        return value
+
+
+PROMPT_FORMS = ("prompt_token_ids", "prompt_block_keys", "prompt", "messages")
+
+
 class PlacementSerializer(PlacementBodyBase):
     adapter = optional_text(255)
     prompt_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
@@ -150,15 +220,31 @@ class PlacementSerializer(PlacementBodyBase):
     prompt_token_ids = TokenIdsField(MAX_PROMPT_TOKENS, required=False, allow_null=True, default=None)
     prompt_block_keys = IntegerListField(INT64_MIN, INT64_MAX, MAX_PROMPT_KEYS, required=False, allow_null=True,
                                          default=None)
+    # SPEC 16.3-16.4: the prompt as text or as a chat, the way OpenAI's completions and chat completions carry it.
+    prompt = PromptField(required=False, allow_null=True, default=None)
+    messages = MessagesField(required=False, allow_null=True, default=None)
+    add_generation_prompt = StrictBooleanField(required=False, default=True)
+    # vLLM's own: whether the tokenizer's special tokens are added around the text (a prompt's default: true; a
+    # chat's: false, its template writes them).
+    add_special_tokens = StrictBooleanField(required=False, default=None)
+    continue_final_message = StrictBooleanField(required=False, default=False)
+    chat_template_kwargs = ObjectOrNull(required=False, default=None)
+    tools = serializers.ListField(child=serializers.JSONField(), required=False, allow_null=True, default=None)
 
     def validate(self, attrs):
         """The prompt's rules across fields, after each field's own (``BodyChecks`` and ``is_valid`` run it)."""
-        tokens, keys = attrs.get("prompt_token_ids"), attrs.get("prompt_block_keys")
-        if tokens is not None and keys is not None:
+        sent = [form for form in PROMPT_FORMS if attrs.get(form) is not None]
+        if sent[:2] == ["prompt_token_ids", "prompt_block_keys"]:
             raise serializers.ValidationError({"prompt_block_keys": ["Send prompt_token_ids or prompt_block_keys, "
                                                                      "not both."]})
-        if (tokens is not None or keys is not None) and attrs.get("model") is None:
+        if len(sent) > 1:
+            raise serializers.ValidationError({sent[1]: [f"Send one prompt form of {', '.join(PROMPT_FORMS)}; "
+                                                         f"this body has {' and '.join(sent)}."]})
+        if sent and attrs.get("model") is None:
             raise serializers.ValidationError({"model": ["A prompt needs the model its keys are computed for."]})
+        if attrs["add_generation_prompt"] and attrs["continue_final_message"] and attrs.get("messages") is not None:
+            raise serializers.ValidationError({"continue_final_message": [
+                "continue_final_message and add_generation_prompt cannot both be true."]})
         return attrs
 
 

@@ -94,6 +94,38 @@ InstancePlacement = type("InstancePlacement", (serializers.Serializer,), {
 })
 
 
+class TokenizerUsed(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["operator", "agent"], help_text=(
+        "`operator`: FLEETWATCH_TOKENIZERS; `agent`: files an agent offered (SPEC 16.2)."))
+    sha256 = serializers.CharField(help_text="SHA-256 of the tokenizer's `tokenizer.json`.")
+
+
+class TextPrompt(serializers.Serializer):
+    """What an answer adds when the body's prompt was ``prompt`` or ``messages`` (SPEC 16.3), and only then: a
+    body of the earlier forms is answered exactly as before."""
+
+    prompt_tokens = reads(serializers.IntegerField(allow_null=True, help_text=(
+        "The prompt's tokens as the engine counts them; null when it could not be tokenized.")), "prompt.tokens")
+    tokenizer = reads(TokenizerUsed(allow_null=True, help_text="The tokenizer used; null for token ids sent as "
+                                                               "`prompt`, or without one."), "prompt.tokenizer")
+    prompt_error = reads(serializers.ChoiceField(
+        choices=["no_tokenizer", "template_error", "template_timeout", "non_text"], allow_null=True, help_text=(
+            "Why the prompt could not be keyed; it is then placed by load alone (prefix_source null).")),
+        "prompt.error")
+
+
+class InstancePlacementScheme(OpenApiSerializerExtension):
+    """``InstancePlacement`` as declared, with ``TextPrompt``'s keys beside its own, not required (present only
+    for a text or chat prompt)."""
+
+    target_class = InstancePlacement
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        extra = auto_schema._map_basic_serializer(TextPrompt, direction)
+        return {**schema, "properties": {**schema["properties"], **extra["properties"]}}
+
+
 class FeedbackTaken(serializers.Serializer):
     ok = always(serializers.BooleanField(help_text="true: the outcome was counted."), True)
     fenced = serializers.BooleanField(help_text="Whether the instance is fenced now.")
