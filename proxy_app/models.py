@@ -33,6 +33,10 @@ class Instance(RegisteredEndpoint):
     had_ok_engine = models.BooleanField(default=False, help_text="Some report showed an ok engine.")
     fence_changed_at = models.FloatField(null=True, blank=True, db_index=True,
                                          help_text="Epoch seconds of the last change of the fence state.")
+    # The routers' audit of cache-aware placement (SPEC 16.4): the prompt tokens the engine said it had cached
+    # (its usage.prompt_tokens_details.cached_tokens), and those placement predicted for the same requests.
+    cached_tokens_total = models.BigIntegerField(default=0)
+    predicted_cached_tokens_total = models.BigIntegerField(default=0)
 
     status_change_model = InstanceStatusChange
     ttl_setting = "FLEETWATCH_INSTANCE_TTL_S"

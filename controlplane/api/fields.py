@@ -123,16 +123,15 @@ class ObjectOrNull(NullAsDefaultMixin, JSONObjectField):
     pass
 
 
-class StrictBooleanField(NullAsDefaultMixin, serializers.BooleanField):
-    """``true`` or ``false``, nothing else (DRF would take ``"yes"`` or ``1``); null reads as the default."""
+class StrictBooleanField(serializers.BooleanField):
+    """``true`` or ``false``, nothing else (DRF would read ``"yes"`` or ``1`` as true)."""
 
     def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid")
+        if type(data) is not bool:
+            self.fail("invalid", input=data)
         return data
 
-    def check(self, value):
-        return value if isinstance(value, bool) else self.run_validation(value)
+    check = to_internal_value
 
 
 class BodyChecks:

@@ -104,18 +104,30 @@ class InstancePlacementView(PlacementView):
         return placement_response(*placement_of(data))
 
 
-def placement_of(data):
-    """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
-    now = clock.now()
+def placement_request(data):
+    """``(request, prompt)`` of a validated body: the ``Request`` keyed by its prompt whatever its form, and for a
+    text or chat prompt ``read_prompt``'s reading of it (else None)."""
     request = request_of(data)
-    prompt = read_prompt(data, request.model) if has_text_prompt(data) else None
-    if prompt is not None:
-        request = with_text_prompt(request, prompt)
-    decision = decide(request, now)
+    if not has_text_prompt(data):
+        return request, None
+    prompt = read_prompt(data, request.model)
+    return with_text_prompt(request, prompt), prompt
+
+
+def answer_of(decision, prompt, now):
+    """The answer body of ``decision``, with a text or chat prompt's keys (SPEC 16.3) when it had one."""
     body = placement_body(decision, now)
     if prompt is not None:
         body.update(TEXT_PROMPT(prompt=prompt))
-    return decision.verdict, body
+    return body
+
+
+def placement_of(data):
+    """``(verdict, answer body)`` of a validated placement body: the one decision both placement views answer."""
+    now = clock.now()
+    request, prompt = placement_request(data)
+    decision = decide(request, now)
+    return decision.verdict, answer_of(decision, prompt, now)
 
 
 # nginx's auth_request lets a 2xx through, answers a 401 or 403 itself and turns anything else into a 500,
@@ -209,4 +221,5 @@ class FeedbackView(HotWriteView):
         fenced = fence_store.feedback(data["instance_id"], data["outcome"], clock.now())
         if fenced is None:
             return json_response(UNKNOWN_INSTANCE_ANSWER)
+        fence_store.count_cached_tokens(data["instance_id"], data["cached_tokens"], data["predicted_cached_tokens"])
         return json_response(FEEDBACK_TAKEN(fenced=fenced))

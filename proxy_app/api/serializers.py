@@ -140,7 +140,7 @@ MAX_PROMPT_TOKENS = 131_072
 MAX_PROMPT_KEYS = 8_192
 
 
-class PromptField(serializers.Field):
+class PromptField(serializers.Field):  # its schema: proxy_app.api.openapi.placement.PromptScheme
     """SPEC 16.3's ``prompt`` as OpenAI's completions take it: a string, token ids, or a batch of either (a list of
     several, keyed by its first item). Valid as ``str`` or as packed token ids (SPEC 15.1's packing)."""
 
@@ -175,7 +175,7 @@ class PromptField(serializers.Field):
         return value
 
 
-class MessagesField(serializers.Field):
+class MessagesField(serializers.Field):  # its schema: proxy_app.api.openapi.placement.MessagesScheme
     """SPEC 16.3's ``messages``: OpenAI chat messages, each an object with a string ``role`` and a ``content`` that is
     a string, null, or a list of parts (objects with a string ``type``; a ``text`` part has a string ``text``)."""
 
@@ -226,7 +226,7 @@ class PlacementSerializer(PlacementBodyBase):
     add_generation_prompt = StrictBooleanField(required=False, default=True)
     # vLLM's own: whether the tokenizer's special tokens are added around the text (a prompt's default: true; a
     # chat's: false, its template writes them).
-    add_special_tokens = StrictBooleanField(required=False, default=None)
+    add_special_tokens = StrictBooleanField(required=False, allow_null=True, default=None)
     continue_final_message = StrictBooleanField(required=False, default=False)
     chat_template_kwargs = ObjectOrNull(required=False, default=None)
     tools = serializers.ListField(child=serializers.JSONField(), required=False, allow_null=True, default=None)
@@ -267,3 +267,7 @@ class FeedbackSerializer(serializers.Serializer):
     instance_id = StrictCharField(max_length=NAME_LENGTH)
     outcome = serializers.ChoiceField(choices=OUTCOMES)
     status_code = StrictIntegerField(min_value=100, max_value=599, required=False, allow_null=True, default=None)
+    # SPEC 16.4: the engine's usage.prompt_tokens_details.cached_tokens, and the placement's prefix_hit_tokens for
+    # that instance; each counted only when sent.
+    cached_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)
+    predicted_cached_tokens = StrictIntegerField(min_value=0, required=False, allow_null=True, default=None)

@@ -13,9 +13,9 @@ ingest path.
 
 import orjson
 from django.conf import settings
-from django.db.models import TextField
+from django.db.models import Q, TextField
 from django.db.models.functions import Cast
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from controlplane import clock
 from controlplane.endpoints import liveness
@@ -48,6 +48,17 @@ class ProxyGauge(GaugeMetricFamily):
 
 
 _gauge = ProxyGauge
+
+
+class ProxyCounter(CounterMetricFamily):
+    """A counter of this Proxy, ``proxy_id`` first as on its gauges."""
+
+    def __init__(self, name, documentation, labels=()):
+        super().__init__(name, documentation, labels=["proxy_id", *labels])
+        self.proxy_id = proxy_id()
+
+    def add_metric(self, labels, value, created=None, timestamp=None):
+        super().add_metric([self.proxy_id, *labels], value, created, timestamp)
 # What ``effective_fence`` reads, in its order.
 FENCE_COLUMNS = ("fenced", "fence_reason", "had_ok_engine", "resource__engine_count", "resource__engine_ok_count",
                  "resource__engine_status", "resource__gpu_error_count")
@@ -84,6 +95,7 @@ class ProxyCollector:
         yield fenced
         yield from self._resources(live_ids, now)
         yield self._prefix(live_ids)
+        yield from self._cached_tokens()
         yield from self._pool(now)
         yield from self._processes(now)
 
@@ -95,6 +107,21 @@ class ProxyCollector:
         for instance_id, count in sorted(blocks_by_instance(live_ids).items()):
             blocks.add_metric([instance_id], count)
         return blocks
+
+    def _cached_tokens(self):
+        """The routers' audit of cache-aware placement (SPEC 16.4), per instance that has any."""
+        cached = ProxyCounter("fleetwatch_placement_cached_tokens", "Prompt tokens the engine said it served from its "
+                              "cache (usage.prompt_tokens_details.cached_tokens), as routers reported them.",
+                              ["instance_id"])
+        predicted = ProxyCounter("fleetwatch_placement_predicted_cached_tokens", "Prompt tokens placement predicted "
+                                 "the instance held cached (prefix_hit_tokens) for the requests routers reported.",
+                                 ["instance_id"])
+        rows = Instance.objects.filter(Q(cached_tokens_total__gt=0) | Q(predicted_cached_tokens_total__gt=0))
+        for instance_id, cached_total, predicted_total in rows.values_list(
+                "instance_id", "cached_tokens_total", "predicted_cached_tokens_total"):
+            cached.add_metric([instance_id], cached_total)
+            predicted.add_metric([instance_id], predicted_total)
+        yield from (cached, predicted)
 
     def _processes(self, now):
         """The recorder's and the link's traces in the database (what /readyz judges, as figures)."""

@@ -10,7 +10,8 @@ what is the pool's own is here:
   COUNT and page query: 10,000 instances cost what 10 do).
 - ``list_panels``: the "where would a request go" panel
   (``proxy_app.pages.placement_panel``), answered by this process's placement
-  board as a dry run: no query when the board is fresh, else its refresh.
+  board as a dry run: no query when the board is fresh, else its refresh; and
+  the cached-tokens audit (``proxy_app.pages.cache_audit``): 2 queries.
 - ``detail``: one instance with its latest snapshot taken apart for
   display, its status changes and its list row: 3 queries.
 """
@@ -30,7 +31,7 @@ from controlplane.series.pool_summary import pool_view
 from proxy_app.api.listing import instance_rows
 from proxy_app.models import Instance
 from proxy_app.ops.history import INSTANCES, POOL, latest_pool_resource
-from proxy_app.pages import placement_panel
+from proxy_app.pages import cache_audit, placement_panel
 from proxy_app.pages.host_view import host_view
 from proxy_app.placement import fence_store
 from proxy_app.pool.answers import link_status
@@ -102,7 +103,7 @@ class PoolPages(EntryDashboard):
         return entries
 
     def list_panels(self, request, now):
-        return placement_panel.page_context(request.GET, now)
+        return {**placement_panel.page_context(request.GET, now), **cache_audit.audit_context()}
 
     def overview(self, now):
         """The summary cards' values: pool_resource, status counts, the scheduler link."""

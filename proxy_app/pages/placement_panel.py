@@ -1,9 +1,9 @@
 """The pool page's "where would a request go" panel: ``POST /v1/placement`` (SPEC 14.1) asked from a page.
 
-The form (model, adapter, prompt size, session key, how many candidates) is
+The form (model, adapter, prompt size or a chat message, session key, how many candidates) is
 validated with the endpoint's own serializer and answered by this process's
-placement board exactly as the endpoint answers (``BOARD.decide`` and
-``placement_body``), as a dry run: looking does not count as a placement,
+placement board exactly as the endpoint answers (``placement_request``, ``decide`` and
+``answer_of``), as a dry run: looking does not count as a placement,
 so a page polling every second adds nothing to any instance's pending
 requests. ``controlplane.pages.placement`` has what the fleet's panel shares.
 """
@@ -15,11 +15,11 @@ from controlplane.figures import as_percent
 from controlplane.pages import placement
 from controlplane.pages.access import dashboard_page
 from controlplane.pages.layout import id_url, render_page
-from proxy_app.api.placement import candidate_answer, decide, placement_body, request_of
+from proxy_app.api.placement import answer_of, candidate_answer, decide, placement_request
 from proxy_app.api.serializers import PLACEMENT_BODY
 from proxy_app.placement.candidates import BOARD
 
-TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key", "prefix")
+TEXT_FIELDS = ("model", "adapter", "prompt_tokens", "session_key", "prefix", "message")
 # The shared-prefix choice (SPEC 15.5): a prompt of the typed length whose token ids are one of these fixed
 # sequences (``shared_prompt``), so two asks with the same choice share their prefix; blank: no prompt.
 SHARED_PREFIXES = (("", "no prompt"), ("a", "shared prefix A"), ("b", "shared prefix B"), ("c", "shared prefix C"))
@@ -49,18 +49,21 @@ def panel_context(query, now):
         "prompt_tokens": placement.integer_or_text(form["prompt_tokens"]),
         "session_key": form["session_key"] or None, "count": form["count"],
     }
-    if form["prefix"] in ("a", "b", "c"):
+    if form["message"]:  # a user's chat message, keyed as the model's template and tokenizer make it (SPEC 16.3)
+        body["messages"] = [{"role": "user", "content": form["message"]}]
+    elif form["prefix"] in ("a", "b", "c"):
         length = body["prompt_tokens"] if isinstance(body["prompt_tokens"], int) else DEFAULT_PROMPT_TOKENS
         body["prompt_token_ids"] = shared_prompt(form["prefix"], max(0, length))
     data, error = placement.validated(PLACEMENT_BODY, body)
     if error is not None:
         return {**context, "error": error}
-    decision = decide(request_of(data), now, dry_run=True)
-    shown = placement.answer_context(decision, placement_body(decision, now),
+    request, prompt = placement_request(data)
+    decision = decide(request, now, dry_run=True)
+    shown = placement.answer_context(decision, answer_of(decision, prompt, now),
                                      [candidate_answer(ranked) for ranked in decision.ranked])
     instance_url = id_url("pool-instance")
     return {**context, **shown, "rows": [shown_row(row, instance_url) for row in shown["ranked"]],
-            "with_prompt": decision.prompt_blocks is not None}
+            "with_prompt": decision.prompt_blocks is not None, "text_prompt": prompt}
 
 
 def page_context(query, now):

@@ -22,7 +22,7 @@ report marks ``had_ok_engine`` itself, ``proxy_app.ingest.sql``).
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from controlplane.endpoints import liveness
 from controlplane.endpoints.boards import OVERLAP_S
@@ -169,3 +169,13 @@ class FenceSweeper:
         return changes
 
 
+
+
+def count_cached_tokens(instance_id, cached, predicted):
+    """Add a router's ``cached_tokens`` and ``predicted_cached_tokens`` (SPEC 16.4) to the instance's totals; a
+    figure not sent adds nothing, and feedback without either writes nothing."""
+    added = {field: F(field) + value for field, value in (("cached_tokens_total", cached),
+                                                           ("predicted_cached_tokens_total", predicted))
+             if value}
+    if added:
+        Instance.objects.filter(pk=instance_id).update(**added)

@@ -36,7 +36,8 @@ ENTRY_OVERHEAD = 256
 
 
 class SegmentCache:
-    """``(tokenizer digest, text)`` → its ids packed as SPEC 15.1 packs tokens, least recently used out first, at most ``max_bytes``."""
+    """``(tokenizer digest, text)`` → its ids packed as SPEC 15.1 packs tokens; the least recently used go first,
+    past ``max_bytes``."""
 
     def __init__(self, max_bytes):
         self.max_bytes = max_bytes

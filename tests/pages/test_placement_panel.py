@@ -168,3 +168,19 @@ def test_looking_with_a_prompt_records_nothing_in_learned_mode(page, serving):
     serving("a")
     page("/pool/placement?model=tiny&prompt_tokens=64&prefix=a")
     assert not PrefixLearned.objects.exists()
+
+
+def test_a_chat_message_is_keyed_by_the_model_s_own_tokenizer_or_says_why_not(page, serving, settings):
+    from tests.tokenizers import TINY_MODEL_DIR, tiny_tokenizer
+
+    serving("a")
+    html = page("/pool/placement?model=tiny&message=Hello+there")
+    assert one(html, "placement-text-prompt") == "chat message not keyed: no_tokenizer no tokenizer is known " \
+                                                 "for this model (placed by load)"
+    settings.FLEETWATCH_TOKENIZERS = {"tiny": str(TINY_MODEL_DIR)}
+    tokenizer = tiny_tokenizer()
+    tokens = len(tokenizer.chat_ids({"messages": [{"role": "user", "content": "Hello there"}]}))
+    html = page("/pool/placement?model=tiny&message=Hello+there")
+    assert one(html, "placement-text-prompt") == f"chat message: {tokens} tokens, tokenizer from the operator " \
+                                                 f"({tokenizer.sha256[:12]})"
+    assert candidates(html) == ["a"]

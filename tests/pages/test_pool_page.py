@@ -181,7 +181,8 @@ def test_it_reads_the_same_number_of_queries_for_3_or_40_instances(staff, frozen
     assert queries() == few
     # session and user, the summary (3), status counts, the link, count and page, and on /pool/ the placement
     # board's read for its panel (on every request here, where its refresh setting is 0; under up at most every 0.25 s)
-    assert few <= 10
+    # and the cached-tokens audit (its totals and its rows)
+    assert few <= 12
 
 
 @pytest.mark.parametrize("configured, shown", [

@@ -6,7 +6,7 @@ The answers' serializers (``PlacementCandidate``, ``InstancePlacement``, ``Feedb
 
 import operator
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -17,6 +17,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
+from agent.prefix_keys import MAX_TOKEN_ID
 from controlplane.api.placement import DESTINATION_HEADER, MAX_EXCLUDE, MODEL_LENGTH, VERDICT_HEADER
 from controlplane.api.rows import always, reads
 from controlplane.api.schema.errors import FORBIDDEN, ROUTE_BUSY, besides, read_errors
@@ -29,6 +30,7 @@ from proxy_app.api.serializers import (
     ENDPOINT_COUNT,
     ENDPOINT_HEADERS,
     MAX_COUNT,
+    MAX_PROMPT_TOKENS,
     SESSION_KEY_LENGTH,
     FeedbackSerializer,
     PlacementSerializer,
@@ -36,6 +38,37 @@ from proxy_app.api.serializers import (
 
 PLACEMENT = ["placement"]
 ARRAY = {"type": "array"}
+TOKEN_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": MAX_TOKEN_ID},
+             "maxItems": MAX_PROMPT_TOKENS}
+
+
+class PromptScheme(OpenApiSerializerFieldExtension):
+    """``PromptField``: OpenAI completions' ``prompt`` (SPEC 16.3)."""
+
+    target_class = "proxy_app.api.serializers.PromptField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"oneOf": [
+            {"type": "string"}, TOKEN_IDS,
+            {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            {"type": "array", "minItems": 1, "items": TOKEN_IDS},
+        ], "nullable": True, "description": "A completion's prompt: text (tokenized as the engine does), token ids, "
+                                            "or a batch of either, keyed by its first item."}
+
+
+class MessagesScheme(OpenApiSerializerFieldExtension):
+    """``MessagesField``: OpenAI chat's ``messages`` (SPEC 16.3)."""
+
+    target_class = "proxy_app.api.serializers.MessagesField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        part = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"},
+                                                                       "text": {"type": "string"}}}
+        content = {"oneOf": [{"type": "string"}, {"type": "array", "items": part}], "nullable": True}
+        message = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"},
+                                                                         "content": content}}
+        return {"type": "array", "minItems": 1, "items": message, "nullable": True,
+                "description": "A chat, rendered by the model's chat template and tokenized as the engine does."}
 
 
 class PlacementBodyScheme(OpenApiSerializerExtension):

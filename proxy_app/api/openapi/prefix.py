@@ -5,7 +5,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer
 from rest_framework import serializers
 
-from controlplane.api.fields import StrictCharField, StrictIntegerField
+from controlplane.api.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from controlplane.api.schema.operations import write_operation
 from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.api.openapi import INSTANCES
@@ -31,17 +31,6 @@ class IntegerListScheme(OpenApiSerializerFieldExtension):
         if field.allow_null:
             schema["nullable"] = True
         return schema
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """true or false, nothing else (DRF would read "yes" or 1 as true)."""
-
-    def to_internal_value(self, data):
-        if type(data) is not bool:
-            self.fail("invalid", input=data)
-        return data
-
-    check = to_internal_value
 
 
 class BlockTokensField(StrictIntegerField):
