@@ -57,7 +57,7 @@ class Agent:
         self.engines = None
         if settings.engine_urls:
             self.engines = EngineScrapers(settings.engine_urls, settings.engine_timeout_ms, settings.engine_window_ms,
-                                          clock_ms)
+                                          clock_ms, models_interval_ms=int(settings.engine_models_interval_s * 1000))
             self.engines.subscribers = self._kv_subscribers(clock_ms)
         self.store = SnapshotStore()
         self.builder = SnapshotBuilder(self.host_sampler, self.gpu_sampler, settings.instance_id, socket.gethostname(),

@@ -308,11 +308,15 @@ class FakeEngine:
 
     ``mode``: ``"serve"`` answers ``body`` (a real capture); ``"hang"`` accepts
     the request and never answers until ``close()``; ``"error"`` answers 500;
-    ``"garbage"`` answers 200 with an HTML page.
+    ``"garbage"`` answers 200 with an HTML page. ``models``: what ``GET /v1/models``
+    lists (SPEC 16.1; vLLM's ``data``), None for a 404; those reads are counted in
+    ``models_requests``, not in ``requests``.
     """
 
     def __init__(self, body=""):
         self.body = body
+        self.models = None
+        self.models_requests = 0
         self.mode = "serve"
         self.drop_idle = False  # close each connection after its answer, unannounced (an idle timeout)
         self.requests = 0
@@ -329,6 +333,11 @@ class FakeEngine:
                 super().setup()
 
             def do_GET(self):  # noqa: N802 - stdlib name
+                if self.path == "/v1/models":
+                    engine.models_requests += 1
+                    if engine.models is None:
+                        return self.answer(b'{"detail":"Not Found"}', status=404)
+                    return self.answer(json.dumps({"object": "list", "data": engine.models}).encode())
                 engine.requests += 1
                 if self.path != "/metrics":
                     return self.answer(b"not found", "text/plain", 404)
