@@ -142,6 +142,9 @@ class InstanceResource(models.Model):
     # Engines whose KV-cache events the agent reads with status ok (SPEC 15.2): placement's cheap answer to
     # "does this instance publish its cache?" (``proxy_app.prefix``); not a SPEC 3.1 field, so not listed.
     kv_events_ok_count = figure(models.IntegerField)
+    # The LoRA adapters the engines serve (SPEC 16.1, ``served`` entries with a parent): adapter id -> its base
+    # model's id, so a body naming the adapter as its model is placed as parent + adapter; not listed either.
+    adapter_parents = JSONTextField(null=True, blank=True, help_text="Served adapter id -> parent model id (JSON).")
 
     def __str__(self):
         return f"resource of {self.instance_id}"
