@@ -121,6 +121,10 @@ FLEETWATCH_FENCE_RECOVERY_S = env_float("FLEETWATCH_FENCE_RECOVERY_S", 10.0)
 FLEETWATCH_PREFIX_BLOCK_TOKENS = env_int("FLEETWATCH_PREFIX_BLOCK_TOKENS", 16)
 FLEETWATCH_PREFIX_LEARNED_TTL_S = env_float("FLEETWATCH_PREFIX_LEARNED_TTL_S", 120.0)
 FLEETWATCH_PREFIX_MAX_BODY_BYTES = env_int("FLEETWATCH_PREFIX_MAX_BODY_BYTES", 1024 * 1024)
+# Tokenizers (SPEC 16.2, docs/tokenizers.md): whether the agents' offered tokenizer files are taken and stored, and
+# the body limit of one file's upload (PUT /v1/instance/tokenizer/<sha256>; SPEC 16.2's 64 MiB at most).
+FLEETWATCH_TOKENIZERS_FROM_AGENTS = env_bool("FLEETWATCH_TOKENIZERS_FROM_AGENTS", True)
+FLEETWATCH_TOKENIZER_MAX_BODY_BYTES = 64 * 1024 * 1024  # not from the environment: the contract's bound
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [
