@@ -87,6 +87,7 @@ class Agent:
         self.server = None
         self.reporter = None
         self.prefix_reporter = None
+        self.tokenizer_offerer = None
 
     def _kv_subscribers(self, clock_ms):
         """One KV-event subscriber per --engine-kv-events, paired in order with the engine URLs (SPEC 15.2)."""
@@ -172,6 +173,9 @@ class Agent:
             if self.engines is not None and any(self.engines.subscribers):
                 self.prefix_reporter = self._make_prefix_reporter()
                 self.prefix_reporter.start()
+            if self.engines is not None and settings.register:
+                self.tokenizer_offerer = self._make_tokenizer_offerer()
+                self.tokenizer_offerer.start()
         # Everything allocated so far (imported modules, mostly) lives for
         # the whole run; freezing it keeps the collector from re-scanning it.
         gc.freeze()
@@ -186,7 +190,24 @@ class Agent:
                               settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration,
                               interval_s=settings.prefix_interval_ms / 1000.0)
 
+    def _make_tokenizer_offerer(self):
+        """The served models' tokenizer files offered to the Proxy (SPEC 16.2), after each register."""
+        import os
+
+        from agent.proxy_client import ProxyClient
+        from agent.tokenizer_offer import TokenizerOfferer
+
+        settings = self.settings
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        reporter = self.reporter
+        return TokenizerOfferer(client, self.engines.served, lambda: reporter.registrations,
+                                lambda: self.builder.instance_id, on_unknown_instance=reporter.forget_registration,
+                                environ=os.environ)
+
     def stop(self):
+        if self.tokenizer_offerer is not None:
+            self.tokenizer_offerer.stop()
+            self.tokenizer_offerer.close()
         if self.prefix_reporter is not None:
             self.prefix_reporter.stop()
             self.prefix_reporter.close()
