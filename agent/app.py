@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from urllib.parse import urlsplit
 
 from agent import AGENT_VERSION
 from agent.config import Settings
@@ -32,12 +33,31 @@ log = logging.getLogger("agent")
 ANY_ADDRESS = {"", "0.0.0.0", "::"}
 
 
-def advertise_address(settings: Settings, bound_port: int):
-    """Host and port sent at register: the settings, else where the agent listens."""
+def listener_address(settings: Settings, bound_port: int):
+    """Where this agent's own HTTP listener is reached: the advertised host, else its listen host."""
     host = settings.advertise_host or settings.listen_host
     if host in ANY_ADDRESS:
         host = socket.gethostname()
-    return host, settings.advertise_port or bound_port
+    return host, bound_port
+
+
+def advertise_address(settings: Settings, bound_port: int):
+    """Host and port sent at register: the placement destination (SPEC 16.1).
+
+    With engines, where the first engine serves (its URL's host and port):
+    a gateway following a placement sends the client's request there, not to
+    the agent. ``--advertise-host`` and ``--advertise-port`` override each
+    part. Without engines, where the agent listens, as before.
+    """
+    if settings.engine_urls:
+        parts = urlsplit(settings.engine_urls[0])
+        engine_host = parts.hostname
+        if engine_host in ANY_ADDRESS:
+            engine_host = socket.gethostname()
+        engine_port = parts.port or (443 if parts.scheme == "https" else 80)
+        return settings.advertise_host or engine_host, settings.advertise_port or engine_port
+    host, port = listener_address(settings, bound_port)
+    return host, settings.advertise_port or port
 
 
 def default_instance_id(host, port):
@@ -57,7 +77,7 @@ class Agent:
         self.engines = None
         if settings.engine_urls:
             self.engines = EngineScrapers(settings.engine_urls, settings.engine_timeout_ms, settings.engine_window_ms,
-                                          clock_ms)
+                                          clock_ms, models_interval_ms=int(settings.engine_models_interval_s * 1000))
             self.engines.subscribers = self._kv_subscribers(clock_ms)
         self.store = SnapshotStore()
         self.builder = SnapshotBuilder(self.host_sampler, self.gpu_sampler, settings.instance_id, socket.gethostname(),
@@ -67,6 +87,7 @@ class Agent:
         self.server = None
         self.reporter = None
         self.prefix_reporter = None
+        self.tokenizer_offerer = None
 
     def _kv_subscribers(self, clock_ms):
         """One KV-event subscriber per --engine-kv-events, paired in order with the engine URLs (SPEC 15.2)."""
@@ -108,6 +129,7 @@ class Agent:
 
         settings = self.settings
         client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        agent_host, agent_port = listener_address(settings, self.server.port if self.server else settings.listen_port)
         return Reporter(
             client, self.store, instance_id=self.builder.instance_id, host=host, port=port,
             meta={
@@ -115,7 +137,7 @@ class Agent:
                 "hostname": self.builder.hostname,
                 "gpu_names": self.gpus.names,
                 "gpu_status": self.gpus.status,
-                "agent_url": f"http://{_url_host(host)}:{self.server.port if self.server else port}",
+                "agent_url": f"http://{_url_host(agent_host)}:{agent_port}",  # the agent's own listener
             },
             register=settings.register, report_interval_s=settings.report_interval_ms / 1000.0,
             on_instance_id=self._set_instance_id,
@@ -151,6 +173,9 @@ class Agent:
             if self.engines is not None and any(self.engines.subscribers):
                 self.prefix_reporter = self._make_prefix_reporter()
                 self.prefix_reporter.start()
+            if self.engines is not None and settings.register:
+                self.tokenizer_offerer = self._make_tokenizer_offerer()
+                self.tokenizer_offerer.start()
         # Everything allocated so far (imported modules, mostly) lives for
         # the whole run; freezing it keeps the collector from re-scanning it.
         gc.freeze()
@@ -165,7 +190,24 @@ class Agent:
                               settings.prefix_block_tokens, on_unknown_instance=self.reporter.forget_registration,
                               interval_s=settings.prefix_interval_ms / 1000.0)
 
+    def _make_tokenizer_offerer(self):
+        """The served models' tokenizer files offered to the Proxy (SPEC 16.2), after each register."""
+        import os
+
+        from agent.proxy_client import ProxyClient
+        from agent.tokenizer_offer import TokenizerOfferer
+
+        settings = self.settings
+        client = ProxyClient(settings.proxy_url, settings.token, settings.http_timeout_s)
+        reporter = self.reporter
+        return TokenizerOfferer(client, self.engines.served, lambda: reporter.registrations,
+                                lambda: self.builder.instance_id, on_unknown_instance=reporter.forget_registration,
+                                environ=os.environ)
+
     def stop(self):
+        if self.tokenizer_offerer is not None:
+            self.tokenizer_offerer.stop()
+            self.tokenizer_offerer.close()
         if self.prefix_reporter is not None:
             self.prefix_reporter.stop()
             self.prefix_reporter.close()

@@ -202,6 +202,10 @@ class Settings:
         "own, refreshing the snapshot's engines between host samples (default: on every sample tick)", "N")
     engine_timeout_ms: int = setting(500, "--engine-timeout-ms", _number(int, 10, 60_000),
                                      "time limit of one engine scrape (default 500)", "N")
+    # What each engine serves (SPEC 16.1): its /v1/models, read at start and then at this period.
+    engine_models_interval_s: float = setting(
+        30.0, "--engine-models-interval-s", _number(float, 1.0, 86_400.0), "read each engine's /v1/models (what "
+        "it serves: models and LoRA adapters) at start and then at this period (default 30)", "S")
     engine_window_ms: int = setting(10_000, "--engine-window-ms", _number(int, 1000, 3_600_000),
                                     "window of the engines' rates, ratios and latency quantiles (default 10000)", "N")
     max_engine_kv_usage_ratio: float = setting(

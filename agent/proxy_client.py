@@ -1,8 +1,9 @@
 """The agent's one HTTP client to its Proxy: JSON POSTs over one kept-alive ``http.client`` connection.
 
 Every agent → Proxy request goes through ``ProxyClient``: register,
-snapshots, heartbeats and unregister (``agent/reporter.py``) and the prefix
-bodies (``agent/prefix_reporter.py``). Each of those threads holds a client
+snapshots, heartbeats and unregister (``agent/reporter.py``), the prefix
+bodies (``agent/prefix_reporter.py``) and the tokenizer offers and uploads
+(``agent/tokenizer_offer.py``, the one PUT of raw bytes). Each of those threads holds a client
 of its own, since one connection carries one request at a time.
 
 Why ``http.client`` rather than ``requests``: a POST costs about 0.2 ms of
@@ -71,11 +72,20 @@ class ProxyClient:
         at most ``MAX_ANSWER_BYTES`` of any answer are read.
         """
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        return self.send("POST", path, data, timeout_s=timeout_s)
+
+    def put(self, path, data: bytes, content_type="application/octet-stream", timeout_s=None) -> Answer:
+        """PUT raw bytes (a tokenizer file, SPEC 16.2); the answer is read as ``post``'s."""
+        return self.send("PUT", path, data, content_type, timeout_s)
+
+    def send(self, method, path, data: bytes, content_type="application/json", timeout_s=None) -> Answer:
         timeout_s = timeout_s or self.timeout_s
+        headers = self._headers if content_type == "application/json" else {**self._headers,
+                                                                             "Content-Type": content_type}
         for attempt in (1, 2):
             conn, reused = self._connection(timeout_s)
             try:
-                conn.request("POST", self._prefix + path, data, self._headers)
+                conn.request(method, self._prefix + path, data, headers)
                 response = conn.getresponse()
                 raw = response.read(MAX_ANSWER_BYTES + 1)
             except (OSError, http.client.HTTPException) as error:

@@ -166,6 +166,7 @@ class Reporter(SteppingThread):
         self._failures = failure_log or FailureLog(clock=clock)
         self.instance_id = instance_id
         self.registered = False
+        self.registrations = 0  # successful registers so far: the tokenizer offers go again after each
         self.heartbeat_interval_s = DEFAULT_HEARTBEAT_S
         self.report_seq = 0
         self._next_report_at = None
@@ -235,6 +236,7 @@ class Reporter(SteppingThread):
         if isinstance(interval, (int, float)) and not isinstance(interval, bool) and interval > 0:
             self.heartbeat_interval_s = float(interval)
         self.registered = True
+        self.registrations += 1
         self._next_heartbeat_at = self._clock() + self.heartbeat_interval_s
         log.info("registered at %s as %s (heartbeat every %g s)", self._client.base_url, self.instance_id,
                  self.heartbeat_interval_s)

@@ -128,6 +128,10 @@ FLEETWATCH_PREFIX_MAX_BODY_BYTES = env_int("FLEETWATCH_PREFIX_MAX_BODY_BYTES", 1
 FLEETWATCH_TOKENIZERS = env_json_object("FLEETWATCH_TOKENIZERS")
 FLEETWATCH_TEMPLATE_TIMEOUT_MS = env_float("FLEETWATCH_TEMPLATE_TIMEOUT_MS", 50.0)
 FLEETWATCH_TOKENIZER_CACHE_MB = env_float("FLEETWATCH_TOKENIZER_CACHE_MB", 64.0)
+# Tokenizers (SPEC 16.2, docs/tokenizers.md): whether the agents' offered tokenizer files are taken and stored, and
+# the body limit of one file's upload (PUT /v1/instance/tokenizer/<sha256>; SPEC 16.2's 64 MiB at most).
+FLEETWATCH_TOKENIZERS_FROM_AGENTS = env_bool("FLEETWATCH_TOKENIZERS_FROM_AGENTS", True)
+FLEETWATCH_TOKENIZER_MAX_BODY_BYTES = 64 * 1024 * 1024  # not from the environment: the contract's bound
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [

@@ -14,7 +14,10 @@ from proxy_app.models import (
     PoolResource,
     PoolResourceMinute,
     PrefixEngine,
+    TokenizerFile,
+    TokenizerOffer,
 )
+from proxy_app.tokenizers.files import TOKENIZER_JSON
 from proxy_app.placement.fence_store import fence_of
 
 
@@ -148,3 +151,51 @@ class PoolResourceAdmin(SeriesPointAdmin):
 @admin.register(PoolResourceMinute)
 class PoolResourceMinuteAdmin(MinuteRollupAdmin):
     pass
+
+
+@admin.register(TokenizerOffer)
+class TokenizerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The tokenizers agents offered (SPEC 16.2 (b)): one row per instance and model, with the digest of its
+    tokenizer.json, which instances offer the same one, the stored size of its files and what loading it said.
+    A few rows per model: the per-row queries of "offered by" and "size" stay small."""
+
+    list_display = ("model", "tokenizer_digest", "source", "offered_by", "size", "stored", "load_error", "offered")
+    list_filter = ("model",)
+    search_fields = ("model", "instance__instance_id")
+    ordering = ("model", "-offered_at")
+    readonly_fields = ("instance", "model", "files_json", "offered_at", "load_error")
+    exclude = ("files",)
+
+    @admin.display(description="tokenizer.json")
+    def tokenizer_digest(self, obj):
+        digest = (obj.files or {}).get(TOKENIZER_JSON)
+        return digest[:16] + "…" if digest else MISSING
+
+    @admin.display(description="source")
+    def source(self, obj):
+        return "agent"
+
+    @admin.display(description="offered by")
+    def offered_by(self, obj):
+        same = TokenizerOffer.objects.filter(model=obj.model).values_list("instance_id", "files")
+        return ", ".join(sorted(instance for instance, files in same if files == obj.files))
+
+    def _stored(self, obj):
+        return TokenizerFile.objects.filter(sha256__in=set((obj.files or {}).values())).values_list("size", flat=True)
+
+    @admin.display(description="size")
+    def size(self, obj):
+        sizes = list(self._stored(obj))
+        return f"{sum(sizes):,} bytes" if sizes else MISSING
+
+    @admin.display(description="files stored")
+    def stored(self, obj):
+        return f"{len(self._stored(obj))} of {len(set((obj.files or {}).values()))}"
+
+    @admin.display(description="offered", ordering="offered_at")
+    def offered(self, obj):
+        return ago(obj.offered_at)
+
+    @admin.display(description="files")
+    def files_json(self, obj):
+        return pretty_json(obj.files)

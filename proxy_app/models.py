@@ -146,6 +146,9 @@ class InstanceResource(models.Model):
     # Engines whose KV-cache events the agent reads with status ok (SPEC 15.2): placement's cheap answer to
     # "does this instance publish its cache?" (``proxy_app.prefix``); not a SPEC 3.1 field, so not listed.
     kv_events_ok_count = figure(models.IntegerField)
+    # The LoRA adapters the engines serve (SPEC 16.1, ``served`` entries with a parent): adapter id -> its base
+    # model's id, so a body naming the adapter as its model is placed as parent + adapter; not listed either.
+    adapter_parents = JSONTextField(null=True, blank=True, help_text="Served adapter id -> parent model id (JSON).")
 
     def __str__(self):
         return f"resource of {self.instance_id}"
@@ -312,3 +315,42 @@ class PoolResourceMinute(PoolMinuteRollup):
 
     class Meta(PoolMinuteRollup.Meta):
         constraints = [models.UniqueConstraint(fields=["minute"], name="pool_resource_minute_once")]
+
+
+class TokenizerFile(models.Model):
+    """One tokenizer file an agent uploaded (SPEC 16.2), stored once by its content's SHA-256.
+
+    Checked against its digest before it is stored, so a row's bytes are
+    always the digest's; the same file offered by a thousand instances (or
+    for several models) is one row.
+    """
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    content = models.BinaryField()
+    size = models.BigIntegerField()
+    stored_at = models.FloatField(db_index=True)
+
+    def __str__(self):
+        return f"{self.sha256[:12]} ({self.size} bytes)"
+
+
+class TokenizerOffer(models.Model):
+    """What one instance's agent offered as a model's tokenizer: ``files`` ``{name: sha256}`` (SPEC 16.2).
+
+    One row per instance and model, replaced by each offer; the newest offer
+    of a model whose every file is stored is the pool's tokenizer for it
+    (``proxy_app.tokenizers.store.agent_sets``). ``load_error`` is what
+    loading that set last said (null: it loaded, or was not tried).
+    """
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="tokenizer_offers")
+    model = models.CharField(max_length=255)
+    files = JSONTextField(help_text="File name -> SHA-256 of its content (JSON object).")
+    offered_at = models.FloatField(db_index=True)
+    load_error = models.TextField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["instance", "model"], name="tokenizer_offer_per_model")]
+
+    def __str__(self):
+        return f"{self.model} from {self.instance_id}"

@@ -6,6 +6,7 @@ from proxy_app.api.instances import InstanceViewSet
 from proxy_app.api.placement import FeedbackView, InstancePlacementView, PlacementEndpointView
 from proxy_app.api.prefix import PrefixBlocksView
 from proxy_app.api.reports import HeartbeatView, SnapshotView, UnregisterView
+from proxy_app.api.tokenizers import TokenizerFileView, TokenizerOfferView
 from proxy_app.pages import agent as agent_pages
 from proxy_app.pages import placement_panel
 from proxy_app.pages.dashboards import POOL_PAGES
@@ -20,6 +21,9 @@ urlpatterns = [
     path("v1/instance/heartbeat", HeartbeatView.as_view(), name="instance-heartbeat"),
     path("v1/instance/unregister", UnregisterView.as_view(), name="instance-unregister"),
     path("v1/instance/prefix_blocks", PrefixBlocksView.as_view(), name="instance-prefix-blocks"),
+    path("v1/instance/tokenizer", TokenizerOfferView.as_view(), name="instance-tokenizer"),
+    # Not on the hot lane (a path with a converter): an upload is rare and large.
+    path("v1/instance/tokenizer/<str:sha256>", TokenizerFileView.as_view(), name="instance-tokenizer-file"),
     path("v1/placement", InstancePlacementView.as_view(), name="placement"),
     path("v1/placement/feedback", FeedbackView.as_view(), name="placement-feedback"),
     path("v1/placement/endpoint", PlacementEndpointView.as_view(), name="placement-endpoint"),

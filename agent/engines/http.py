@@ -51,16 +51,17 @@ def _describe(error):
 
 
 class MetricsFetcher:
-    """One engine's ``/metrics`` over one kept-alive connection. Not thread-safe: one worker uses it."""
+    """One engine's ``/metrics`` (or another ``path``: ``/v1/models``) over one kept-alive connection.
+    Not thread-safe: one worker uses it."""
 
-    def __init__(self, url, timeout_s, clock_s=time.monotonic):
+    def __init__(self, url, timeout_s, clock_s=time.monotonic, path="/metrics", accept="text/plain; version=0.0.4"):
         parts = urlsplit(url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
         host_header = parts.netloc.rpartition("@")[2]
-        path = parts.path.rstrip("/") + "/metrics"
-        self._request = (f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nAccept: text/plain; version=0.0.4\r\n"
+        path = parts.path.rstrip("/") + path
+        self._request = (f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nAccept: {accept}\r\n"
                          "Accept-Encoding: identity\r\nUser-Agent: fleetwatch-agent\r\n\r\n").encode("ascii")
         self._timeout_s = timeout_s
         self._clock_s = clock_s

@@ -10,7 +10,9 @@ engine is reported ``timeout`` with null figures even while the thread is
 still stuck (in a DNS lookup, say, which no socket timeout covers).
 
 The HTTP client is ``engine_http.MetricsFetcher``, the reading of the answer
-``engine_figures.EngineTracker``.
+``engine_figures.EngineTracker``. The same thread reads what the engine
+serves (``/v1/models``, SPEC 16.1; ``agent.engines.served``) when that is due,
+after the scrape's figures are published: each object's ``served``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 
 from agent.engines.figures import BAD_FORMAT, OK, TIMEOUT, EngineTracker
 from agent.engines.http import MetricsFetcher
+from agent.engines.served import ServedReader
 from agent.sampler import monotonic_ms, wall_ms
 
 log = logging.getLogger(__name__)
@@ -30,13 +33,16 @@ class EngineScraper:
     """One engine URL: a worker thread that scrapes when asked, and the objects of its newest scrape."""
 
     def __init__(self, url, timeout_ms=500, window_ms=10_000, clock_ms=monotonic_ms, clock_wall_ms=wall_ms,
-                 fetcher=None, name="fleetwatch-engine"):
+                 fetcher=None, name="fleetwatch-engine", models_interval_ms=None, models_fetcher=None):
         self.url = url
         self._timeout_ms = timeout_ms
         self._clock_ms = clock_ms
         self._wall_ms = clock_wall_ms
         self._fetcher = fetcher or MetricsFetcher(url, timeout_ms / 1000.0)
         self._tracker = EngineTracker(url, window_ms)
+        # None: /v1/models is not read (served stays null).
+        self._served = None if models_interval_ms is None else ServedReader(
+            url, timeout_ms / 1000.0, models_interval_ms, clock_ms, models_fetcher)
         self._changed = threading.Condition()
         self._asked = threading.Event()
         self._stopping = False
@@ -57,6 +63,8 @@ class EngineScraper:
             self._thread.join(timeout_s)
         if not self._thread.is_alive():
             self._fetcher.close()
+            if self._served is not None:
+                self._served.close()
 
     def request(self) -> bool:
         """Ask for a scrape; False (and nothing started) while the previous one is still running."""
@@ -82,7 +90,12 @@ class EngineScraper:
         elif objects is None:
             objects = self._tracker.failed(TIMEOUT, "no answer yet", busy[1] if busy else self._wall_ms(), None)
         self._note_status(objects)
-        return objects
+        served = self.served()
+        return [{**obj, "served": served} for obj in objects]
+
+    def served(self):
+        """The newest ``/v1/models`` list (SPEC 16.1), or None when not read (or its last read failed)."""
+        return None if self._served is None else self._served.served
 
     def model_of(self, engine_index) -> str | None:
         """The model the newest finished scrape names for the engine labelled ``engine_index`` (KV events' seed)."""
@@ -124,6 +137,19 @@ class EngineScraper:
             self._changed.notify_all()
         if self.on_scraped is not None:
             self.on_scraped()
+        if self._served is not None and self._served.due():
+            self._read_served()
+
+    def _read_served(self):
+        """Read ``/v1/models`` (after the figures went out: a snapshot never waits on it)."""
+        before = self._served.served
+        try:
+            self._served.read()
+        except Exception:  # noqa: BLE001 - an odd answer must not end the worker
+            log.exception("engine %s: reading its /v1/models failed", self.url)
+            self._served.served = None
+        if self._served.served != before and self.on_scraped is not None:
+            self.on_scraped()
 
     def _note_status(self, objects):
         status = objects[0]["status"] if objects else None
@@ -143,10 +169,11 @@ class EngineScrapers:
     """
 
     def __init__(self, urls, timeout_ms=500, window_ms=10_000, clock_ms=monotonic_ms, clock_wall_ms=wall_ms,
-                 subscribers=()):
+                 subscribers=(), models_interval_ms=None):
         self.timeout_ms = timeout_ms
         self.scrapers = [EngineScraper(url, timeout_ms, window_ms, clock_ms, clock_wall_ms,
-                                       name=f"fleetwatch-engine-{n}") for n, url in enumerate(urls)]
+                                       name=f"fleetwatch-engine-{n}", models_interval_ms=models_interval_ms)
+                         for n, url in enumerate(urls)]
         self.subscribers = list(subscribers) + [None] * (len(self.scrapers) - len(subscribers))
 
     def start(self):
@@ -181,6 +208,11 @@ class EngineScrapers:
         deadline = time.monotonic() + self.timeout_ms / 1000.0 + slack_s
         for scraper in self.scrapers:
             scraper.wait_idle(max(0.0, deadline - time.monotonic()))
+
+    def served(self) -> list:
+        """Every engine's newest ``served`` list in URL order (None for one not read): the tokenizer offers'
+        source (``agent.tokenizer_offer``)."""
+        return [scraper.served() for scraper in self.scrapers]
 
     def objects(self) -> list:
         out = []

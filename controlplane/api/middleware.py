@@ -94,9 +94,15 @@ LARGE_BODY_PATHS = {"/v1/placement": "FLEETWATCH_PREFIX_MAX_BODY_BYTES",
                     "/v1/instance/prefix_blocks": "FLEETWATCH_PREFIX_MAX_BODY_BYTES"}
 
 
+# Path prefixes with a limit of their own: an agent's upload of one tokenizer file (SPEC 16.2: up to 64 MiB).
+LARGE_BODY_PREFIXES = {"/v1/instance/tokenizer/": "FLEETWATCH_TOKENIZER_MAX_BODY_BYTES"}
+
+
 def body_limit(path):
     """The body limit of ``path``: FLEETWATCH_MAX_BODY_BYTES, or a larger path's own (a placement with a prompt)."""
     name = LARGE_BODY_PATHS.get(path)
+    if name is None and path:
+        name = next((name for prefix, name in LARGE_BODY_PREFIXES.items() if path.startswith(prefix)), None)
     return settings.FLEETWATCH_MAX_BODY_BYTES if name is None else getattr(settings, name)
 
 

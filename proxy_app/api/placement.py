@@ -60,6 +60,8 @@ def prompt_keys_of(data):
 
 
 def request_of(data):
+    if data["model"] and data["adapter"] is None and (parent := BOARD.parent_of(data["model"])) is not None:
+        data = {**data, "model": parent, "adapter": data["model"]}  # a served adapter's id as the model (SPEC 16.1)
     return Request(model=data["model"], adapter=data["adapter"], prompt_tokens=data["prompt_tokens"],
                    max_tokens=data["max_tokens"], session_key=data["session_key"], count=data["count"],
                    exclude=frozenset(data["exclude"]), prompt_keys=prompt_keys_of(data))

@@ -21,7 +21,7 @@ ENGINE_SOURCE = "agent_engine_scrape"
 ENGINE_FIELDS = (
     "engine_count", "engine_ok_count", "engine_status", "engine_models", "requests_running", "requests_waiting",
     "kv_cache_usage_ratio", "kv_cache_capacity_tokens", "ttft_p95_s", "engine_sample_age_ms", "engine_loras",
-    "kv_events_ok_count",
+    "kv_events_ok_count", "adapter_parents",
 )
 MAX_LORAS = 64
 NO_ENGINES = dict.fromkeys(ENGINE_FIELDS)
@@ -71,7 +71,9 @@ def engine_columns(snapshot, snapshot_ts_ms):
     engines = [engine for engine in listed if isinstance(engine, dict)]
     statuses = [_status(engine) for engine in engines]
     ok = [engine for engine, status in zip(engines, statuses) if status == OK]
-    models = sorted({model for model in (text(engine.get("model"), MODEL_LENGTH) for engine in engines) if model})
+    bases, parents = served_ids(engines)
+    models = sorted({model for model in (text(engine.get("model"), MODEL_LENGTH) for engine in engines) if model}
+                    | bases)
     stamps = [stamp for stamp in (integer(engine.get("scraped_at_ms")) for engine in engines) if stamp is not None]
     age = max(0, snapshot_ts_ms - max(stamps)) if stamps and snapshot_ts_ms is not None else None
     return {
@@ -85,9 +87,33 @@ def engine_columns(snapshot, snapshot_ts_ms):
         "kv_cache_capacity_tokens": _sum(_count(engine.get("kv_cache_capacity_tokens")) for engine in ok),
         "ttft_p95_s": _max(_nonnegative(engine.get("ttft_p95_s")) for engine in ok),
         "engine_sample_age_ms": age,
-        "engine_loras": _running_loras(ok),
+        "engine_loras": sorted(set(_running_loras(ok)) | parents.keys())[:MAX_LORAS],
         "kv_events_ok_count": sum(_kv_events_ok(engine) for engine in ok),
+        "adapter_parents": parents or None,
     }
+
+
+def served_ids(engines):
+    """``(base model ids, {adapter id: parent id})`` the engines' ``served`` lists name (SPEC 16.1).
+
+    An entry with a ``parent`` is a LoRA adapter of that base model; one
+    without is a model the engine serves. At most ``MAX_LORAS`` adapters.
+    """
+    bases, parents = set(), {}
+    for engine in engines:
+        served = engine.get("served")
+        for entry in served if isinstance(served, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            name, parent = text(entry.get("id"), MODEL_LENGTH), text(entry.get("parent"), MODEL_LENGTH)
+            if not name:
+                continue
+            if parent:
+                if len(parents) < MAX_LORAS:
+                    parents.setdefault(name, parent)
+            else:
+                bases.add(name)
+    return bases, parents
 
 
 def _kv_events_ok(engine):

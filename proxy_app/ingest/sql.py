@@ -19,8 +19,9 @@ from proxy_app.ingest.normalise import RESOURCE_FIELDS
 from proxy_app.models import Instance, InstanceResource, InstanceSnapshot
 
 # Columns of the latest-resource upsert, in statement order: the listed fields, then two the Proxy keeps for
-# itself (whether the snapshot said anything; how many engines publish KV-cache events, SPEC 15.2).
-UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "kv_events_ok_count")
+# itself (whether the snapshot said anything; how many engines publish KV-cache events, SPEC 15.2; the served
+# adapters' parents, SPEC 16.1).
+UPSERT_COLUMNS = ("instance_id", *RESOURCE_FIELDS, "has_raw_resource", "kv_events_ok_count", "adapter_parents")
 # The normalised lists: the engines' model names and running LoRAs.
 JSON_LISTS = ("engine_models", "engine_loras")
 _JSON_LIST_AT = tuple(RESOURCE_FIELDS.index(name) for name in JSON_LISTS)
@@ -99,6 +100,8 @@ def _upsert_values(columns):
             values[index] = orjson.dumps(values[index]).decode()
     values.append(bool(columns["raw_resource"]))
     values.append(columns.get("kv_events_ok_count"))
+    parents = columns.get("adapter_parents")
+    values.append(None if parents is None else orjson.dumps(parents).decode())
     return values
 
 

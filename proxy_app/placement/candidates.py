@@ -11,6 +11,7 @@ instance until its next report (each web process counts its own).
 from django.conf import settings
 from django.db.models import Q
 
+from controlplane import clock
 from controlplane.endpoints.boards import PlacementKeeper
 from proxy_app.models import Instance
 from proxy_app.placement import fence_store
@@ -24,7 +25,7 @@ FIELDS = (
     "resource__gpu_error_count", "resource__engine_count", "resource__engine_ok_count", "resource__engine_status",
     "resource__engine_models", "resource__engine_loras", "resource__requests_waiting",
     "resource__requests_running", "resource__kv_cache_usage_ratio", "resource__gpu_util_avg",
-    "resource__kv_events_ok_count",
+    "resource__kv_events_ok_count", "resource__adapter_parents",
 )
 
 
@@ -78,7 +79,13 @@ class CandidateKeeper(PlacementKeeper):
         # fingerprint -> what those capabilities declare: a read carries the fingerprint, not the
         # capabilities (decoding them for every changed row was most of a refresh's cost).
         self._declared = {}
+        # instance id -> {adapter id: parent id} its engines serve (SPEC 16.1); only instances that serve one.
+        self._parents = {}
         super().reset()
+
+    def _read_all(self):
+        self._parents = {}
+        super()._read_all()
 
     def new_board(self, capacity):
         return CandidateBoard(capacity=capacity)
@@ -100,6 +107,11 @@ class CandidateKeeper(PlacementKeeper):
 
     def candidate_of(self, row, old_board):
         """The row's candidate, with the pending count of the same report carried over."""
+        parents = row["resource__adapter_parents"]
+        if isinstance(parents, dict) and parents:
+            self._parents[row["instance_id"]] = parents
+        else:
+            self._parents.pop(row["instance_id"], None)
         known = old_board.get(row["instance_id"])
         reported = row["resource__resource_reported_at"] if row["resource__has_raw_resource"] else None
         pending = old_board.pending_of(row["instance_id"]) if known is not None and known.reported_at == reported else 0
@@ -118,6 +130,17 @@ class CandidateKeeper(PlacementKeeper):
             models |= candidate.models
             adapters |= candidate.adapters
         return sorted(models), sorted(adapters)
+
+    def parent_of(self, name):
+        """The base model of ``name`` when ``name`` is a LoRA adapter some instance on the board serves
+        (its engines' ``served``, SPEC 16.1), else None. Refreshes the board first, as ``decide`` does."""
+        with self._lock:
+            self._refresh(clock.now())
+            for instance_id, parents in self._parents.items():
+                parent = parents.get(name)
+                if parent is not None and self.board.get(instance_id) is not None:
+                    return parent
+        return None
 
     def policy(self):
         return Policy(

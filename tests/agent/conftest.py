@@ -7,6 +7,7 @@ HTTP servers on 127.0.0.1, so the agent's own HTTP code paths are exercised.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -164,6 +165,8 @@ class FakeProxy:
         self.block_tokens = 16
         self.prefix = {}
         self.resync_next = False
+        # SPEC 16.2's tokenizer files: digest -> bytes uploaded (checked against the digest), and the offers.
+        self.tokenizer_files = {}
         self.connections = 0  # connections accepted so far
         self.hang_up_next = 0
         self._open = set()
@@ -199,6 +202,20 @@ class FakeProxy:
                     return self.send_raw(*proxy.raw_answer)
                 self.answer(json.dumps(answer).encode(), status=status)
 
+            def do_PUT(self):  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length", 0))
+                data = self.rfile.read(length)
+                digest = self.path.rsplit("/", 1)[1]
+                with proxy._changed:
+                    proxy.requests.append((self.path, {"bytes": len(data)}, dict(self.headers)))
+                    ok = (self.headers.get("Content-Type") == "application/octet-stream"
+                          and hashlib.sha256(data).hexdigest() == digest)
+                    if ok:
+                        proxy.tokenizer_files[digest] = data
+                    proxy._changed.notify_all()
+                self.answer(json.dumps({"ok": True} if ok else {"ok": False, "error": "validation_error"}).encode(),
+                            status=200 if ok else 400)
+
             def send_raw(self, content_type, data):
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
@@ -231,6 +248,11 @@ class FakeProxy:
                 return 200, {"ok": False, "error": "unknown_instance"}
             if path == "/v1/instance/prefix_blocks":
                 return self._prefix_blocks(instance_id, body)
+            if path == "/v1/instance/tokenizer":
+                if instance_id not in self.known:
+                    return 200, {"ok": False, "error": "unknown_instance"}
+                missing = sorted(set(body["files"].values()) - self.tokenizer_files.keys())
+                return 200, {"ok": True, "missing": missing}
             if path == "/v1/instance/unregister":
                 known = instance_id in self.known
                 self.known.discard(instance_id)
@@ -264,6 +286,7 @@ class FakeProxy:
     def forget(self):
         with self._changed:
             self.known.clear()
+            self.tokenizer_files.clear()
 
     def close_idle(self):
         """Close every open connection from this end (the handlers' threads then end)."""
@@ -308,11 +331,15 @@ class FakeEngine:
 
     ``mode``: ``"serve"`` answers ``body`` (a real capture); ``"hang"`` accepts
     the request and never answers until ``close()``; ``"error"`` answers 500;
-    ``"garbage"`` answers 200 with an HTML page.
+    ``"garbage"`` answers 200 with an HTML page. ``models``: what ``GET /v1/models``
+    lists (SPEC 16.1; vLLM's ``data``), None for a 404; those reads are counted in
+    ``models_requests``, not in ``requests``.
     """
 
     def __init__(self, body=""):
         self.body = body
+        self.models = None
+        self.models_requests = 0
         self.mode = "serve"
         self.drop_idle = False  # close each connection after its answer, unannounced (an idle timeout)
         self.requests = 0
@@ -329,6 +356,11 @@ class FakeEngine:
                 super().setup()
 
             def do_GET(self):  # noqa: N802 - stdlib name
+                if self.path == "/v1/models":
+                    engine.models_requests += 1
+                    if engine.models is None:
+                        return self.answer(b'{"detail":"Not Found"}', status=404)
+                    return self.answer(json.dumps({"object": "list", "data": engine.models}).encode())
                 engine.requests += 1
                 if self.path != "/metrics":
                     return self.answer(b"not found", "text/plain", 404)

@@ -29,8 +29,24 @@ def test_it_reads_one_ok_engine():
         "engine_count": 1, "engine_ok_count": 1, "engine_status": "ok", "engine_models": ["tiny"],
         "requests_running": 4, "requests_waiting": 8, "kv_cache_usage_ratio": 0.25,
         "kv_cache_capacity_tokens": 4096, "ttft_p95_s": 0.9, "engine_sample_age_ms": 300, "engine_loras": [],
-        "kv_events_ok_count": 0,
+        "kv_events_ok_count": 0, "adapter_parents": None,
     }
+
+
+def test_served_base_models_join_the_models_and_served_adapters_the_adapters_with_their_parent():
+    served = [{"id": "tiny", "root": "/models/tiny", "parent": None},
+              {"id": "sql-lora", "root": "/adapters/sql", "parent": "tiny"}, {"root": "/no-id"}, "junk"]
+    columns = engine_columns({"engines": [engine(model="tiny-metrics-name", served=served)]}, TS)
+    assert columns["engine_models"] == ["tiny", "tiny-metrics-name"]
+    assert columns["engine_loras"] == ["sql-lora"]
+    assert columns["adapter_parents"] == {"sql-lora": "tiny"}
+
+
+@pytest.mark.parametrize("served", [None, [], "tiny", 7])
+def test_served_null_or_garbage_adds_nothing(served):
+    columns = engine_columns({"engines": [engine(served=served)]}, TS)
+    assert columns["engine_models"] == ["tiny"] and columns["engine_loras"] == []
+    assert columns["adapter_parents"] is None
 
 
 def test_it_sums_queues_and_takes_the_worst_kv_and_ttft_over_ok_engines_of_a_data_parallel_server():

@@ -9,7 +9,7 @@ from proxy_app.ingest.normalise import RESOURCE_FIELDS, normalise_snapshot
 
 # The SPEC 3.1 fields, the snapshot as sent, and kv_events_ok_count: stored for placement's learned mode
 # (SPEC 15.5), not shown as a 3.1 field.
-NORMALISED = {*RESOURCE_FIELDS, "raw_resource", "kv_events_ok_count"}
+NORMALISED = {*RESOURCE_FIELDS, "raw_resource", "kv_events_ok_count", "adapter_parents"}
 from tests.factories import T0, make_gpu, make_snapshot
 
 

@@ -98,7 +98,7 @@ def assert_fits_its_column(name, value):
 @example(snapshot={"capacity_hint": {"admission_state": "İ" * 32}}, metadata={})  # found: 64 characters stored
 def test_it_fits_every_column_whatever_the_snapshot(snapshot, metadata):
     columns = normalise_snapshot(snapshot, metadata, T0)
-    assert set(columns) == {*RESOURCE_FIELDS, "raw_resource", "kv_events_ok_count"}  # the last: SPEC 15.5's learned mode
+    assert set(columns) == {*RESOURCE_FIELDS, "raw_resource", "kv_events_ok_count", "adapter_parents"}  # SPEC 15.5, 16.1
     assert columns["kv_events_ok_count"] is None or columns["kv_events_ok_count"] >= 0
     for name in RESOURCE_FIELDS:
         assert_fits_its_column(name, columns[name])
