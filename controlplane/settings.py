@@ -128,6 +128,8 @@ FLEETWATCH_PREFIX_MAX_BODY_BYTES = env_int("FLEETWATCH_PREFIX_MAX_BODY_BYTES", 1
 FLEETWATCH_TOKENIZERS = env_json_object("FLEETWATCH_TOKENIZERS")
 FLEETWATCH_TEMPLATE_TIMEOUT_MS = env_float("FLEETWATCH_TEMPLATE_TIMEOUT_MS", 50.0)
 FLEETWATCH_TOKENIZER_CACHE_MB = env_float("FLEETWATCH_TOKENIZER_CACHE_MB", 64.0)
+# How often each process looks for tokenizers the agents stored (SPEC 16.2: used everywhere within 5 s).
+FLEETWATCH_TOKENIZER_REFRESH_S = env_float("FLEETWATCH_TOKENIZER_REFRESH_S", 2.0)
 # Tokenizers (SPEC 16.2, docs/tokenizers.md): whether the agents' offered tokenizer files are taken and stored, and
 # the body limit of one file's upload (PUT /v1/instance/tokenizer/<sha256>; SPEC 16.2's 64 MiB at most).
 FLEETWATCH_TOKENIZERS_FROM_AGENTS = env_bool("FLEETWATCH_TOKENIZERS_FROM_AGENTS", True)

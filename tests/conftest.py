@@ -113,6 +113,7 @@ def fresh_process_state(settings):
     ratelimit.COUNTER = ratelimit.WindowCounter()
     TOKEN_CACHE.clear()
     settings.FLEETWATCH_PLACEMENT_REFRESH_S = 0
+    settings.FLEETWATCH_TOKENIZER_REFRESH_S = 0  # tests/proxy/test_tokenizers_from_agents.py tests its refresh
     # The route lane's gate off: a test asks placement back to back, in process (tests/proxy/test_route_gate.py
     # turns it on).
     settings.FLEETWATCH_ROUTE_SHARE = 1

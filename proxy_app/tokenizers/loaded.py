@@ -18,14 +18,11 @@ from tokenizers import Tokenizer
 
 from agent.prefix_keys import token_bytes
 from proxy_app.tokenizers import chat
+from proxy_app.tokenizers.files import NAMES as FILE_NAMES
+from proxy_app.tokenizers.files import TOKENIZER_JSON
 from proxy_app.tokenizers.segments import Segmenter
 
-TOKENIZER_JSON = "tokenizer.json"
-CONFIG_JSON = "tokenizer_config.json"
-TEMPLATE_JINJA = "chat_template.jinja"
-TEMPLATE_JSON = "chat_template.json"
-SPECIAL_MAP_JSON = "special_tokens_map.json"
-FILE_NAMES = (TOKENIZER_JSON, CONFIG_JSON, TEMPLATE_JINJA, TEMPLATE_JSON, SPECIAL_MAP_JSON)
+CONFIG_JSON, TEMPLATE_JINJA, TEMPLATE_JSON, SPECIAL_MAP_JSON = FILE_NAMES[1:]
 # The special tokens Hugging Face hands a chat template by name.
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 

@@ -3,8 +3,8 @@
 First match wins: the operator's ``FLEETWATCH_TOKENIZERS`` (``{model id:
 directory}``, read from this host's disk when a model is first asked for), then
 the files the agents offered and uploaded (``proxy_app.tokenizers.store``),
-which every process looks for again every ``REFRESH_S`` (a stored tokenizer is
-used within 5 s everywhere). A tokenizer is loaded once per process for the
+which every process looks for again every ``FLEETWATCH_TOKENIZER_REFRESH_S``
+(2 s: a stored tokenizer is used within 5 s everywhere). A tokenizer is loaded once per process for the
 same files, whichever models share it; files that do not load are not tried
 again, and their error is kept with them for the admin.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from proxy_app.tokenizers import store
 from proxy_app.tokenizers.loaded import FILE_NAMES, TOKENIZER_JSON, LoadError, ModelTokenizer
 from proxy_app.tokenizers.segments import SegmentCache
 
-REFRESH_S = 2.0
 OPERATOR, AGENT = "operator", "agent"
 
 
@@ -69,7 +69,6 @@ class TokenizerRegistry:
             first_try = key not in self._loaded
             found = self._load(key, lambda: self._stored(files), AGENT)
             if found[0] is None and first_try:
-                from proxy_app.tokenizers import store
                 store.record_error(model, files.get(TOKENIZER_JSON), found[1])
             return found
 
@@ -85,7 +84,6 @@ class TokenizerRegistry:
 
     @staticmethod
     def _stored(files):
-        from proxy_app.tokenizers import store
         out = {}
         for name, digest in files.items():
             data = store.file_bytes(digest)
@@ -96,13 +94,12 @@ class TokenizerRegistry:
 
     def _refresh(self):
         now = self.clock()
-        if self._checked_at is not None and now - self._checked_at < REFRESH_S:
+        if self._checked_at is not None and now - self._checked_at < settings.FLEETWATCH_TOKENIZER_REFRESH_S:
             return
         self._checked_at = now
         if not settings.FLEETWATCH_TOKENIZERS_FROM_AGENTS:
             self._agent_sets = {}
             return
-        from proxy_app.tokenizers import store
         marker = store.changed_marker()
         if marker != self._marker:
             self._agent_sets = store.agent_sets()
