@@ -4,8 +4,7 @@ loads it, with ids as plain lists for assertions."""
 from array import array
 from pathlib import Path
 
-from proxy_app.tokenizers.loaded import FILE_NAMES, ModelTokenizer
-from proxy_app.tokenizers.registry import directory_files
+from proxy_app.tokenizers.loaded import FILE_NAMES, ModelTokenizer, directory_files
 from proxy_app.tokenizers.segments import SegmentCache
 
 TINY_MODEL_DIR = Path(__file__).resolve().parent / "data" / "engines" / "tiny-llama"

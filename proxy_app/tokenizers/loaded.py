@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from tokenizers import Tokenizer
 
@@ -67,6 +68,20 @@ def template_source(files, config):
         if isinstance(source, str):
             return source
     return None
+
+
+def directory_files(path):
+    """The tokenizer files of a directory, by name (those present)."""
+    folder = Path(path)
+    out = {}
+    for name in FILE_NAMES:
+        try:
+            out[name] = (folder / name).read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise LoadError(f"{folder / name}: {error}") from None
+    return out
 
 
 class ModelTokenizer:

@@ -13,29 +13,14 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from django.conf import settings
 
 from proxy_app.tokenizers import store
-from proxy_app.tokenizers.loaded import FILE_NAMES, TOKENIZER_JSON, LoadError, ModelTokenizer
+from proxy_app.tokenizers.loaded import TOKENIZER_JSON, LoadError, ModelTokenizer, directory_files
 from proxy_app.tokenizers.segments import SegmentCache
 
 OPERATOR, AGENT = "operator", "agent"
-
-
-def directory_files(path):
-    """The tokenizer files of a directory, by name (those present)."""
-    folder = Path(path)
-    out = {}
-    for name in FILE_NAMES:
-        try:
-            out[name] = (folder / name).read_bytes()
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            raise LoadError(f"{folder / name}: {error}") from None
-    return out
 
 
 class TokenizerRegistry:
