@@ -3,21 +3,26 @@ digest, ``PUT /v1/instance/tokenizer/<sha256>`` uploads one the Proxy lacks. Bot
 ``proxy_app.tokenizers.store`` does the rest."""
 
 from django.core.exceptions import RequestDataTooBig
-from drf_spectacular.utils import extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions
 
 from controlplane import clock
 from controlplane.api.fields import BodyChecks
 from controlplane.api.hot_path import HotWriteView, json_response, ok_response
-from proxy_app.api.openapi.tokenizers import TokenizerOfferSerializer, tokenizer_file_schema, tokenizer_offer_schema
+from proxy_app.api.openapi.tokenizers import (
+    SHA256_PARAMETER,
+    TokenizerOfferSerializer,
+    tokenizer_file_schema,
+    tokenizer_offer_schema,
+)
 from proxy_app.api.reports import UNKNOWN_INSTANCE_ANSWER
 from proxy_app.tokenizers import store
 from proxy_app.tokenizers.files import MAX_FILE_BYTES, is_digest
 
 TOKENIZER_OFFER_BODY = BodyChecks(TokenizerOfferSerializer)
 OCTET_STREAM = "application/octet-stream"
-REFUSED = {store.Stored.NOT_OFFERED: "No offer names this digest: offer the model's files first.",
-           store.Stored.MISMATCH: "The body's SHA-256 is not the digest in the path."}
+NOT_OFFERED = "No offer names this digest: offer the model's files first."
+MISMATCH = "The body's SHA-256 is not the digest in the path."
 
 
 @extend_schema_view(post=tokenizer_offer_schema)
@@ -35,7 +40,7 @@ class TokenizerOfferView(HotWriteView):
         return json_response({"ok": True, "missing": missing})
 
 
-@extend_schema_view(put=tokenizer_file_schema)
+@extend_schema_view(put=[tokenizer_file_schema, extend_schema(parameters=[SHA256_PARAMETER])])
 class TokenizerFileView(HotWriteView):
     """``PUT /v1/instance/tokenizer/<sha256>``: one file's bytes, checked against the digest, stored once."""
 
@@ -55,9 +60,9 @@ class TokenizerFileView(HotWriteView):
     def request_data(self, request):
         """The body's bytes, read after the token was checked; a larger body than a file may be is a 413
         (``BodySizeLimitMiddleware`` refuses a declared one before it is read)."""
-        if request.content_type != OCTET_STREAM:
-            raise exceptions.UnsupportedMediaType(request.content_type)
         data = request.read(MAX_FILE_BYTES + 1)
+        if data and request.content_type != OCTET_STREAM:  # as DRF: an empty body is no data, whatever its type
+            raise exceptions.UnsupportedMediaType(request.content_type)
         if len(data) > MAX_FILE_BYTES:  # only without a declared length: the middleware refuses a declared one
             raise RequestDataTooBig()
         return data
@@ -66,6 +71,9 @@ class TokenizerFileView(HotWriteView):
         if not is_digest(self.sha256):
             raise exceptions.ValidationError({"sha256": ["Not a SHA-256 as 64 lowercase hexadecimal characters."]})
         outcome = store.put_file(self.sha256, data, clock.now())
-        if outcome in REFUSED:
-            raise exceptions.ValidationError({"sha256": [REFUSED[outcome]]})
+        if outcome is store.Stored.NOT_OFFERED:
+            # A 404, not a 400: the request is well formed, the digest is just not one this Proxy asked for.
+            raise exceptions.NotFound(NOT_OFFERED)
+        if outcome is store.Stored.MISMATCH:
+            raise exceptions.ValidationError({"sha256": [MISMATCH]})
         return ok_response()

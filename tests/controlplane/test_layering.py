@@ -33,6 +33,7 @@ PROXY_ROOMS = (
     ("pool", ("proxy_app.pool",)),
     ("placement", ("proxy_app.placement",)),
     ("prefix", ("proxy_app.prefix",)),
+    ("tokenizers", ("proxy_app.tokenizers",)),
     ("ops", ("proxy_app.ops",)),
     ("api", ("proxy_app.api",)),
     ("pages", ("proxy_app.pages",)),
@@ -41,7 +42,8 @@ PROXY_ROOMS = (
 # Pure decisions: plain values in, plain answers out, no framework and no database.
 PURE = ("proxy_app.placement.decision", "proxy_app.placement.fencing", "proxy_app.placement.prefix_cost",
         "proxy_app.prefix.index", "proxy_app.pool.aggregation", "proxy_app.pool.least_load",
-        "proxy_app.ingest.normalise", "proxy_app.ingest.engines", "proxy_app.ingest.lenient")
+        "proxy_app.ingest.normalise", "proxy_app.ingest.engines", "proxy_app.ingest.lenient",
+        "proxy_app.tokenizers.files")
 DJANGO = ("django", "rest_framework", "drf_spectacular", "django_htmx", "django_q")
 
 

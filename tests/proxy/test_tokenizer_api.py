@@ -82,9 +82,10 @@ def test_an_upload_whose_bytes_do_not_match_the_digest_is_a_400_and_nothing_is_s
     assert not TokenizerFile.objects.exists()
 
 
-def test_a_digest_nobody_offered_or_a_path_that_is_no_digest_is_a_400(api, register_instance):
+def test_a_path_that_is_no_digest_is_a_400_and_a_digest_nobody_offered_a_404(api, register_instance):
     register_instance("i-1")
-    assert upload(api, DIGEST, TOKENIZER).status_code == 400
+    response = upload(api, DIGEST, TOKENIZER)
+    assert (response.status_code, response.json()["error"]) == (404, "not_found")
     offer(api)
     assert upload(api, "not-a-digest", TOKENIZER).status_code == 400
     assert upload(api, DIGEST.upper(), TOKENIZER).status_code == 400
@@ -121,5 +122,5 @@ def test_switched_off_an_offer_misses_nothing_and_nothing_is_stored(api, registe
     settings.FLEETWATCH_TOKENIZERS_FROM_AGENTS = False
     register_instance("i-1")
     assert offer(api).json() == {"ok": True, "missing": []}
-    assert upload(api, DIGEST, TOKENIZER).status_code == 400
+    assert upload(api, DIGEST, TOKENIZER).status_code == 404  # no offer was stored to name it
     assert not TokenizerOffer.objects.exists() and not TokenizerFile.objects.exists()

@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicP
 from rest_framework import serializers
 
 from controlplane.api.fields import StrictCharField
+from controlplane.api.schema.errors import NOT_FOUND
 from controlplane.api.schema.operations import write_operation
 from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.api.openapi import INSTANCES
@@ -94,11 +95,13 @@ tokenizer_offer_schema = write_operation(
 tokenizer_file_schema = write_operation(
     "instance_tokenizer_file", "Upload one tokenizer file", (
         f"The bytes of a file an offer named, as `application/octet-stream`, at most {MAX_FILE_BYTES} bytes "
-        "(a larger body is a 413). Stored once by content: bytes whose SHA-256 is not the path's digest, a "
-        "digest no offer names, or a path that is not a digest is a 400 and nothing is stored; a file stored "
-        "before is answered as stored."
-    ), {"application/octet-stream": {"type": "string", "format": "binary"}}, {200: TokenizerFileStored},
-    "instance", tags=INSTANCES,
+        "(a larger body is a 413). Stored once by content: bytes whose SHA-256 is not the path's digest, or a "
+        "path that is not a digest, is a 400 and nothing is stored; a digest no offer names is a 404 (offer "
+        "first; always so with FLEETWATCH_TOKENIZERS_FROM_AGENTS off); a file stored before is answered as "
+        "stored."
+    ), {"application/octet-stream": {"type": "string", "format": "binary"}},
+    {200: TokenizerFileStored, 404: NOT_FOUND}, "instance", tags=INSTANCES,
 )
-SHA256_PARAMETER = OpenApiParameter("sha256", str, OpenApiParameter.PATH, pattern=DIGEST_PATTERN,
+SHA256_PARAMETER = OpenApiParameter("sha256", {"type": "string", "pattern": DIGEST_PATTERN},
+                                    OpenApiParameter.PATH,
                                     description="The SHA-256 of the file's content, as the offer named it.")
