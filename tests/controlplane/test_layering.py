@@ -43,7 +43,8 @@ PROXY_ROOMS = (
 PURE = ("proxy_app.placement.decision", "proxy_app.placement.fencing", "proxy_app.placement.prefix_cost",
         "proxy_app.prefix.index", "proxy_app.pool.aggregation", "proxy_app.pool.least_load",
         "proxy_app.ingest.normalise", "proxy_app.ingest.engines", "proxy_app.ingest.lenient",
-        "proxy_app.tokenizers.files")
+        "proxy_app.tokenizers.files", "proxy_app.tokenizers.chat", "proxy_app.tokenizers.segments",
+        "proxy_app.tokenizers.loaded")
 DJANGO = ("django", "rest_framework", "drf_spectacular", "django_htmx", "django_q")
 
 
