@@ -18,7 +18,11 @@ With ``--prefix`` (issue 32, ``bench/prefix_index.py``): every instance also
 holds ``--prefix-keys`` keys in the pool prefix index and publishes KV-cache
 events, ``--prefix-rate`` prefix-block bodies a second arrive beside the
 snapshots, and placement is asked with a 4,096-token prompt as token ids;
-the index's bytes per key in one process are measured after.
+the index's bytes per key in one process are measured after. With
+``--text`` besides (issue 43), the Proxy is given the tests' tiny tokenizer for
+the model, and placement is asked with chats (a tenant's ~4,000-token system
+prompt seen before, a new ~100-token user turn each) and with cold ~4,000-token
+text prompts: the whole path, tokenization included.
 """
 
 import argparse
@@ -195,6 +199,7 @@ def main():
     parser.add_argument("--prefix", action="store_true", help="issue 32: the pool prefix index, prompts")
     parser.add_argument("--prefix-keys", type=int, default=1000, help="keys indexed per instance")
     parser.add_argument("--prefix-rate", type=float, default=1000.0, help="prefix-block bodies a second")
+    parser.add_argument("--text", action="store_true", help="issue 43: with --prefix, chats and text prompts too")
     parser.add_argument("--compare", metavar="ROOT", help="another source tree (a worktree of another commit): "
                         "its server and this one's take turns on the same seeded database, --rounds each")
     parser.add_argument("--rounds", type=int, default=1, help="with --compare: turns of each tree")
@@ -202,7 +207,9 @@ def main():
 
     # The route lane's gate off (issue 30): one client asking in a loop is what it would refuse, and a refusal
     # is not the placement this measures.
-    deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on", FLEETWATCH_ROUTE_SHARE=1)
+    tokenizers = {"FLEETWATCH_TOKENIZERS": json.dumps({prefix_index.MODEL: str(prefix_index.TOKENIZER_DIR)})}
+    deployment = Deployment(args.database_url, roles="proxy,scheduler", FLEETWATCH_AUTH="on", FLEETWATCH_ROUTE_SHARE=1,
+                            **(tokenizers if args.text else {}))
     try:
         deployment.python(SEED, args.instances)
         if args.prefix:
@@ -261,6 +268,16 @@ def measure(args, deployment, tokens, state, label, last=True):
                                for c in a["candidates"]})
                 print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
                       f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (blocks, of the prompt's)")
+            if args.text:
+                for what, bodies in (("a chat: a 4,000-token system prompt seen before, a new 100-token turn",
+                                      prefix_index.chat_bodies(args.instances)),
+                                     ("a cold 4,000-token text prompt", prefix_index.cold_text_bodies(
+                                         args.samples + 50))):
+                    health, placed, seen = alternate(server.url, tokens["route"], args.samples, "/v1/placement",
+                                                     bodies)
+                    report(f"Proxy placement, {what}", health, placed)
+                    errors = sorted({(a.get("prompt_error"), a.get("prompt_tokens") // 100 * 100) for _, a in seen})
+                    print(f"  (prompt_error, prompt tokens to the hundred) seen: {errors}")
             # The first placement with a prompt starts the server's thread that follows the index: the same
             # placement without a prompt again, beside it, tells its share from the prompt's own.
             health, placed, _ = alternate(server.url, tokens["route"], args.samples, "/v1/placement", body)

@@ -11,7 +11,9 @@ is asked with a tenant's whole 4,096-token prompt as token ids.
 
 import http.client
 import json
+import random
 import time
+from pathlib import Path
 
 from agent.prefix_keys import prompt_keys
 
@@ -42,6 +44,40 @@ def placement_bodies(instances, as_keys=False, count=50):
             {"prompt_token_ids": tokens}
         bodies.append(json.dumps({"model": MODEL, "count": 3, **prompt}))
     return bodies
+
+
+# Text and chat (issue 43): each tenant's system prompt as text of about PROMPT_TOKENS tokens of the tests' tiny
+# tokenizer (the Proxy is given it for MODEL), then a new user turn of about 100 tokens per request.
+TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "engines" / "tiny-llama"
+WORDS = ("cache", "prefix", "engine", "token", "placement", "tenant", "system", "prompt", "answer", "question",
+         "fleet", "instance", "héllo", "wörld", "42", "node", "queue", "model", "route", "window")
+
+
+def text_of(seed, words):
+    """``words`` words drawn from ``seed``: about 3.2 tokens a word with the tiny tokenizer."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+SYSTEM_WORDS, TURN_WORDS = 1_250, 31  # about 4,000 and 100 tokens
+
+
+def chat_bodies(instances, count=50, turns=40):
+    """Chat bodies: one of ``count`` tenants' system prompts (seen again and again) and a user turn new to each
+    body (``turns`` bodies per tenant), as a gateway forwards a client's chat completion."""
+    bodies = []
+    for turn in range(turns):
+        for tenant in range(min(count, tenants_of(instances))):
+            messages = [{"role": "system", "content": text_of(tenant, SYSTEM_WORDS)},
+                        {"role": "user", "content": text_of(10_000 + turn * count + tenant, TURN_WORDS)}]
+            bodies.append(json.dumps({"model": MODEL, "messages": messages, "max_tokens": 64, "stream": True}))
+    return bodies
+
+
+def cold_text_bodies(count):
+    """``count`` completion bodies, each a 4,000-token text prompt no other body shares (nothing to reuse)."""
+    return [json.dumps({"model": MODEL, "prompt": text_of(1_000_000 + n, SYSTEM_WORDS), "max_tokens": 16})
+            for n in range(count)]
 
 
 SEED = """

@@ -113,8 +113,11 @@ class ModelTokenizer:
         self.keeps_parts = self.template_text is not None and chat.takes_parts(self.template_text)
         # Keyed by the files that decide the ids, so the same tokenizer offered for two models shares its entries.
         digest = hashlib.sha256(b"".join(files.get(name) or b"" for name in FILE_NAMES)).digest()[:16]
-        self.segmenter = Segmenter.of(self.tokenizer, digest, cache)
-        self.around = self._around()
+        try:
+            self.segmenter = Segmenter.of(self.tokenizer, digest, cache)
+            self.around = self._around()
+        except Exception as error:  # noqa: BLE001 - the library raises plain Exceptions (an unknown word, no unk)
+            raise LoadError(f"the tokenizer fails on sample text: {error}") from None
 
     @property
     def answer(self):

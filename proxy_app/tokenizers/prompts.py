@@ -48,9 +48,9 @@ def read_prompt(data, model, registry=TOKENIZERS):
     if tokenizer is None:
         return PromptIds(error=NO_TOKENIZER, detail=why)
     special = data.get("add_special_tokens")
-    if prompt is not None:
-        return PromptIds(ids=tokenizer.prompt_ids(prompt, special is not False), tokenizer=tokenizer.answer)
     try:
+        if prompt is not None:
+            return PromptIds(ids=tokenizer.prompt_ids(prompt, special is not False), tokenizer=tokenizer.answer)
         ids = tokenizer.chat_ids(data, settings.FLEETWATCH_TEMPLATE_TIMEOUT_MS / 1000.0, special is True)
     except chat.NonText as part:
         return PromptIds(tokenizer=tokenizer.answer, error=NON_TEXT, detail=f"a {part.args[0]!r} part")
@@ -61,4 +61,6 @@ def read_prompt(data, model, registry=TOKENIZERS):
         return PromptIds(tokenizer=tokenizer.answer, error=TEMPLATE_ERROR, detail=str(failure))
     except NoTemplate:
         return PromptIds(tokenizer=tokenizer.answer, error=TEMPLATE_ERROR, detail="the tokenizer has no chat template")
+    except Exception as error:  # noqa: BLE001 - the tokenizers library raises plain Exceptions on some texts
+        return PromptIds(tokenizer=tokenizer.answer, error=NO_TOKENIZER, detail=f"the tokenizer failed: {error}")
     return PromptIds(ids=ids, tokenizer=tokenizer.answer)

@@ -11,9 +11,10 @@ text apart), ``Segmenter.of`` finds it out on sample texts when the tokenizer is
 loaded and the tokenizer's texts are tokenized whole instead.
 
 The cache holds at most ``max_bytes`` (``FLEETWATCH_TOKENIZER_CACHE_MB``, 64 MiB
-by default): a segment's characters (UTF-8, as Python keeps ASCII text: one
-byte each) plus its ids (4 bytes each) plus ``ENTRY_OVERHEAD`` for the entry;
-the least recently used go first. Short segments are not kept
+by default): each entry counts its text's and its ids' objects as Python sizes
+them (``sys.getsizeof``: a byte a character for Latin-1 text, 4 bytes an id)
+plus ``ENTRY_OVERHEAD`` for the dictionary's slot and key; the least recently
+used go first. Short segments are not kept
 (``MIN_CHARS``): they cost less to tokenize than to look up and would push out
 the long ones.
 """
@@ -21,6 +22,7 @@ the long ones.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import OrderedDict
 
@@ -30,9 +32,12 @@ MIN_CHARS = 64
 # A pre-tokenizer that treats a text's first piece apart (Metaspace's ``prepend_scheme: first``): the library
 # prefixes only the first of the pieces it cuts at added tokens, so segments tokenized alone would differ.
 FIRST_PIECE_ONLY = re.compile(r'"prepend_scheme"\s*:\s*"first"')
-# Per entry, beyond its text and ids: the dict slot, the key tuple, the str and bytes headers (measured with
-# tracemalloc: ~230 bytes).
+# Per entry, beyond its text's and ids' objects: the ordered dict's slot and links, the key tuple.
 ENTRY_OVERHEAD = 256
+
+
+def entry_size(key, ids):
+    return sys.getsizeof(key[1]) + sys.getsizeof(ids) + ENTRY_OVERHEAD
 
 
 class SegmentCache:
@@ -57,7 +62,7 @@ class SegmentCache:
             return ids
 
     def put(self, key, ids):
-        size = len(key[1]) + len(ids) + ENTRY_OVERHEAD
+        size = entry_size(key, ids)
         if size > self.max_bytes:
             return
         with self._lock:
@@ -66,8 +71,7 @@ class SegmentCache:
             self._entries[key] = ids
             self.bytes += size
             while self.bytes > self.max_bytes:
-                old_key, old_ids = self._entries.popitem(last=False)
-                self.bytes -= len(old_key[1]) + len(old_ids) + ENTRY_OVERHEAD
+                self.bytes -= entry_size(*self._entries.popitem(last=False))
 
     def __len__(self):
         return len(self._entries)

@@ -175,3 +175,17 @@ def test_the_body_is_read_as_json_with_non_ascii_text(api, serving, operator_map
     body = json.loads(json.dumps({"model": "tiny", "prompt": "Über — ✓ 日本語"}, ensure_ascii=True))
     answer = api.post("/v1/placement", body).json()
     assert answer["prompt_tokens"] == len(tiny_tokenizer().prompt_ids("Über — ✓ 日本語"))
+
+
+def test_a_tokenizer_that_fails_on_some_text_places_by_load(api, serving, settings, tmp_path):
+    """A word-level tokenizer without an unknown token raises on any word it lacks: never a 5xx."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"hello": 0, "world": 1}))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    (tmp_path / "tokenizer.json").write_text(tokenizer.to_str())
+    settings.FLEETWATCH_TOKENIZERS = {"tiny": str(tmp_path)}
+    serving("a")
+    answer = api.post("/v1/placement", {"model": "tiny", "prompt": "hello stranger"})
+    assert (answer.status_code, answer.json()["prompt_error"], answer.json()["verdict"]) == \
+        (200, "no_tokenizer", "accept")

@@ -4,7 +4,7 @@ tokenized at once, on random conversations, whatever the cache holds or has drop
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy_app.tokenizers.segments import ENTRY_OVERHEAD, MIN_CHARS, SegmentCache, Segmenter
+from proxy_app.tokenizers.segments import MIN_CHARS, SegmentCache, Segmenter, entry_size
 from tests.tokenizers import TINY_MODEL_DIR, TinyTokenizer, ids_of
 
 SPECIAL = ["<s>", "</s>", "<|im_start|>", "<|im_end|>"]
@@ -34,7 +34,7 @@ def test_a_prompt_s_ids_equal_the_tokenizer_s_with_or_without_its_special_tokens
 
 
 def test_the_cache_keeps_to_its_bound_and_drops_the_least_recently_used():
-    cache = SegmentCache(max_bytes=3 * (100 + 40 + ENTRY_OVERHEAD))
+    cache = SegmentCache(max_bytes=3 * entry_size(("d", "0" * 100), b"x" * 40))
     for n in range(3):
         cache.put(("d", str(n) * 100), b"x" * 40)
     cache.get(("d", "0" * 100))
