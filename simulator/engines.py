@@ -95,6 +95,9 @@ class SimulatedEngine:
         self.model = model
         self.profile = profile
         self.adapter = adapter  # a LoRA adapter it serves (with vLLM's LoRA info), or None
+        # What its /v1/models lists (SPEC 16.1): the model from its directory, and the adapter on it.
+        self.served = [{"id": model, "root": f"/models/{model}", "parent": None}] + (
+            [{"id": adapter, "root": f"/adapters/{adapter}", "parent": model}] if adapter else [])
         # The traffic and the configuration, the same for each of its engines.
         self.seqs_per_gpu = rng.randint(4, 8)  # max_num_seqs per GPU
         self.prompt_mean = rng.uniform(400.0, 3000.0)
@@ -229,5 +232,6 @@ class SimulatedEngine:
             scrape_ms = None if self.fault == TIMEOUT else rng.uniform(0.1, 2.0)
             objects = self.tracker.failed(self.fault, FAULT_ERRORS[self.fault], scraped_at_ms, scrape_ms)
         for obj, rank in zip(objects, self.ranks):  # SPEC 15.2: null where no event publisher is read
+            obj["served"] = self.served
             obj["kv_events"] = rank.cache.kv_events(scraped_at_ms) if self.publishes else None
         return objects

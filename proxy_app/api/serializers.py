@@ -6,7 +6,14 @@ from rest_framework import serializers
 
 from agent.capabilities import CapabilityError, full_view, parse_capabilities
 from agent.prefix_keys import MAX_TOKEN_ID, token_bytes  # SPEC 15.1: a token is 4 bytes unsigned
-from controlplane.api.fields import BodyChecks, ObjectOrNull, StrictBooleanField, StrictCharField, StrictIntegerField
+from controlplane.api.fields import (
+    BodyChecks,
+    JSONObjectField,
+    ObjectOrNull,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from controlplane.api.placement import PlacementBodyBase, optional_text
 from controlplane.api.serializers import RegisterSerializerBase, entry_id_field
 from controlplane.endpoints.models import NAME_LENGTH
@@ -161,10 +168,10 @@ class PromptField(serializers.Field):  # its schema: proxy_app.api.openapi.place
         if not data:
             self.fail("empty")
         first = data[0]
-        if isinstance(first, str) and all(isinstance(item, str) for item in data):
+        if all(isinstance(item, str) for item in data):
             return first
-        if isinstance(first, list) and all(isinstance(item, list) for item in data):
-            return self.token_ids.to_internal_value(first)
+        if all(isinstance(item, list) for item in data):
+            return [self.token_ids.to_internal_value(item) for item in data][0]  # every item checked, as sent
         if all(type(item) is int for item in data):
             return self.token_ids.to_internal_value(data)
         self.fail("invalid")
@@ -229,7 +236,7 @@ class PlacementSerializer(PlacementBodyBase):
     add_special_tokens = StrictBooleanField(required=False, allow_null=True, default=None)
     continue_final_message = StrictBooleanField(required=False, default=False)
     chat_template_kwargs = ObjectOrNull(required=False, default=None)
-    tools = serializers.ListField(child=serializers.JSONField(), required=False, allow_null=True, default=None)
+    tools = serializers.ListField(child=JSONObjectField(), required=False, allow_null=True, default=None)
 
     def validate(self, attrs):
         """The prompt's rules across fields, after each field's own (``BodyChecks`` and ``is_valid`` run it)."""

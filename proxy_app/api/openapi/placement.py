@@ -4,6 +4,7 @@ The answers' serializers (``PlacementCandidate``, ``InstancePlacement``, ``Feedb
 ``proxy_app.api.placement`` builds its answers from (``RowShape.answer_builder`` of ``controlplane.api.rows``).
 """
 
+import itertools
 import operator
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
@@ -49,7 +50,7 @@ class PromptScheme(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"oneOf": [
-            {"type": "string"}, TOKEN_IDS,
+            {"type": "string"}, {**TOKEN_IDS, "minItems": 1},
             {"type": "array", "minItems": 1, "items": {"type": "string"}},
             {"type": "array", "minItems": 1, "items": TOKEN_IDS},
         ], "nullable": True, "description": "A completion's prompt: text (tokenized as the engine does), token ids, "
@@ -62,18 +63,27 @@ class MessagesScheme(OpenApiSerializerFieldExtension):
     target_class = "proxy_app.api.serializers.MessagesField"
 
     def map_serializer_field(self, auto_schema, direction):
-        part = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"},
-                                                                       "text": {"type": "string"}}}
-        content = {"oneOf": [{"type": "string"}, {"type": "array", "items": part}], "nullable": True}
+        text = {"type": "object", "required": ["type", "text"],
+                "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}
+        other = {"type": "object", "required": ["type"],
+                 "properties": {"type": {"type": "string", "not": {"enum": ["text"]}}}}
+        content = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"oneOf": [text, other]}}],
+                   "nullable": True}
         message = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"},
                                                                          "content": content}}
         return {"type": "array", "minItems": 1, "items": message, "nullable": True,
                 "description": "A chat, rendered by the model's chat template and tokenized as the engine does."}
 
 
+# Each prompt form's value when sent (not null): SPEC 15.5's two arrays, 16.3's text or array and chat.
+PROMPT_FORMS = {"prompt_token_ids": ARRAY, "prompt_block_keys": ARRAY,
+                "prompt": {"anyOf": [{"type": "string"}, ARRAY]}, "messages": ARRAY}
+
+
 class PlacementBodyScheme(OpenApiSerializerExtension):
-    """``PlacementSerializer`` as declared, with its rules across fields (SPEC 15.5): a prompt is sent as token
-    ids or as block keys, not both, and only with ``model``."""
+    """``PlacementSerializer`` as declared, with its rules across fields (SPEC 15.5, 16.3): one prompt form at most
+    (token ids, block keys, text or chat), only with ``model``; a chat does not both continue its final message
+    and add a generation prompt."""
 
     target_class = "proxy_app.api.serializers.PlacementSerializer"
 
@@ -81,11 +91,14 @@ class PlacementBodyScheme(OpenApiSerializerExtension):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         if direction != "request":
             return schema
-        prompts = ("prompt_token_ids", "prompt_block_keys")
-        refused = [{"required": list(prompts), "properties": dict.fromkeys(prompts, ARRAY)}]
-        for prompt in prompts:
-            refused.append({"required": [prompt], "properties": {prompt: ARRAY}, "not": {"required": ["model"]}})
-            refused.append({"required": [prompt, "model"], "properties": {prompt: ARRAY, "model": {"enum": [None]}}})
+        refused = [{"required": [one, other], "properties": {one: PROMPT_FORMS[one], other: PROMPT_FORMS[other]}}
+                   for one, other in itertools.combinations(PROMPT_FORMS, 2)]
+        for prompt, sent in PROMPT_FORMS.items():
+            refused.append({"required": [prompt], "properties": {prompt: sent}, "not": {"required": ["model"]}})
+            refused.append({"required": [prompt, "model"], "properties": {prompt: sent, "model": {"enum": [None]}}})
+        refused.append({"required": ["messages", "continue_final_message"], "properties": {
+            "messages": ARRAY, "continue_final_message": {"enum": [True]},
+            "add_generation_prompt": {"not": {"enum": [False]}}}})
         return {**schema, "not": {"anyOf": refused}}
 
 
