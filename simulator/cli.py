@@ -20,7 +20,7 @@ from simulator.processes import run_fleet
 from simulator.prompt_forms import KEYS, PROMPT_FORMS, TEXT_FORMS, TokenizerError, load_tokenizer
 from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
 from simulator.stats import summary
-from simulator.workload import MIXED, WORKLOADS, RoutingWorkload, verdicts
+from simulator.workload import MIXED, MODEL, WORKLOADS, RoutingWorkload, verdicts
 
 # The tests' tokenizer (a tiny Llama-like one with a ChatML template), where the repository has it.
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines" / "tiny-llama"
@@ -220,7 +220,12 @@ def routing_config(options):
         raise ConfigError(f"--prompt-form {form} needs a prompt workload (--workload shared-prefix or no-prefix)")
     tokenizer = None
     if form in TEXT_FORMS:
-        tokenizer = str(output_path(options["tokenizer"])) if options.get("tokenizer") else str(DEFAULT_TOKENIZER)
+        if options.get("tokenizer"):
+            tokenizer = str(output_path(options["tokenizer"]))
+        elif DEFAULT_TOKENIZER.is_dir():
+            tokenizer = str(DEFAULT_TOKENIZER)
+        else:
+            raise ConfigError(f"--prompt-form {form} needs --tokenizer DIR: the tokenizer the Proxy has for {MODEL}")
         try:
             load_tokenizer(tokenizer)
         except TokenizerError as error:
