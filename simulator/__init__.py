@@ -25,7 +25,9 @@ parts:
 - ``workload``, ``routing``, ``routing_run``: the routing benchmark
   (``--routing-benchmark``): a seeded fleet and request stream with its
   faults, the client-side policies and the placement client, and the run
-  that routes the stream by each policy in turn, the engines serving it.
+  that routes the stream by each policy in turn, the engines serving it;
+  ``prompts`` and ``prompt_forms`` its prompts, as keys, token ids, text
+  or chats (``--prompt-form``).
 - ``display``: the live progress view and the final summary table (rich).
 - ``cli``: the options, the run they make and the summary printed.
 

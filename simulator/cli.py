@@ -17,9 +17,13 @@ from simulator.display import ProgressView, routing_table, summary_table
 from simulator.hints import GIVE_UP_AFTER_REFUSALS, hints
 from simulator.model import FleetProfile
 from simulator.processes import run_fleet
+from simulator.prompt_forms import KEYS, PROMPT_FORMS, TEXT_FORMS, TokenizerError, load_tokenizer
 from simulator.routing_run import RoutingConfig, WarmUpError, run_benchmark
 from simulator.stats import summary
-from simulator.workload import MIXED, WORKLOADS, RoutingWorkload, verdicts
+from simulator.workload import MIXED, MODEL, WORKLOADS, RoutingWorkload, verdicts
+
+# The tests' tokenizer (a tiny Llama-like one with a ChatML template), where the repository has it.
+DEFAULT_TOKENIZER = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines" / "tiny-llama"
 
 HELP = ("Register N synthetic GPU instances at a Proxy and drive them through its HTTP API "
         "(register, snapshots, heartbeats, unregister); prints a live view and a summary.")
@@ -38,8 +42,8 @@ def failure(result):
 
 
 def output_path(text):
-    """A path the command writes: a relative one is the caller's, who ran ``./fw`` from their own directory
-    (``./fw`` changes into the repository and exports the caller's as ``FLEETWATCH_CALLER_DIR``)."""
+    """A path the command writes or reads: a relative one is the caller's, who ran ``./fw`` from their own
+    directory (``./fw`` changes into the repository and exports the caller's as ``FLEETWATCH_CALLER_DIR``)."""
     return Path(os.environ.get("FLEETWATCH_CALLER_DIR", "")) / text
 
 
@@ -127,6 +131,14 @@ def add_arguments(parser):
                             "(the same lengths, every prompt its own). Default mixed.")
     bench.add_argument("--route", choices=routing.POLICIES, default=None,
                        help="Route the workload by this policy only.")
+    bench.add_argument("--prompt-form", choices=PROMPT_FORMS, default=KEYS,
+                       help="How the placement policies send a prompt workload's prompt: keys (prompt_block_keys "
+                            "the client computes), ids (prompt_token_ids), text (a completion's prompt) or chat "
+                            "(messages); the Proxy tokenizes text and chat with FLEETWATCH_TOKENIZERS' tokenizer "
+                            "for the workload's model. Default keys.")
+    bench.add_argument("--tokenizer", default=None, metavar="DIR",
+                       help="The tokenizer directory of --prompt-form text or chat: the one the Proxy has for "
+                            "the model (default: tests/data/engines/tiny-llama of this repository).")
     bench.add_argument("--route-token", default=None,
                        help="Bearer token (scope route or read) of the placement questions, the feedback and "
                             "the list reads (default: --token).")
@@ -203,11 +215,27 @@ def routing_config(options):
                                   load=options["routing_load"])
     if 0 in workload.gpu_counts:
         raise ConfigError("--gpus cannot include 0 for the routing benchmark: every host runs an engine")
+    form = options.get("prompt_form") or KEYS
+    if form != KEYS and workload.prompts is None:
+        raise ConfigError(f"--prompt-form {form} needs a prompt workload (--workload shared-prefix or no-prefix)")
+    tokenizer = None
+    if form in TEXT_FORMS:
+        if options.get("tokenizer"):
+            tokenizer = str(output_path(options["tokenizer"]))
+        elif DEFAULT_TOKENIZER.is_dir():
+            tokenizer = str(DEFAULT_TOKENIZER)
+        else:
+            raise ConfigError(f"--prompt-form {form} needs --tokenizer DIR: the tokenizer the Proxy has for {MODEL}")
+        try:
+            load_tokenizer(tokenizer)
+        except TokenizerError as error:
+            raise ConfigError(str(error)) from None
     return RoutingConfig(
         proxy_url=options["proxy_url"], token=options["token"],
         route_token=options["route_token"] or options["token"], workload=workload,
         policies=(options["route"],) if options["route"] else routing.policies_for(kind),
-        interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"])
+        interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"],
+        prompt_form=form, tokenizer=tokenizer)
 
 
 def run_routing(options, out):
@@ -220,7 +248,7 @@ def run_routing(options, out):
 
     try:
         result = asyncio.run(run_benchmark(config, on_policy=finished))
-    except WarmUpError as error:
+    except (WarmUpError, TokenizerError) as error:
         raise ConfigError(str(error)) from None
     result["targets"] = verdicts(result["routing"], config.workload.kind)
     return _report(result, routing_table, options, out)

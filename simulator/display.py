@@ -207,7 +207,9 @@ def routing_table(result: dict):
             cells += ["–" if ratio is None else f"{ratio:.1%}", "–" if rate is None else f"{rate:.0f}"]
         table.add_row(*cells)
     workload = result["workload"]
-    lines = [f"{workload.get('kind', 'mixed')} workload: {workload['hosts']} hosts (GPUs {','.join(map(str, workload['gpu_counts']))}), seed "
+    form = f", prompts sent as {workload['prompt_form']}" if workload.get("prompt_form") else ""
+    gpus = ",".join(map(str, workload["gpu_counts"]))
+    lines = [f"{workload.get('kind', 'mixed')} workload{form}: {workload['hosts']} hosts (GPUs {gpus}), seed "
              f"{workload['seed']}, {workload['rate_per_s']:.2f} requests/s for {workload['duration_s']:g} s a policy"]
     for target, met in result["targets"].items():
         lines.append(f"{target}: {'–' if met is None else 'met' if met else 'NOT met'}")

@@ -14,7 +14,10 @@
 Token ids are ints below ``VOCABULARY`` (Llama 3's), drawn from the seed;
 only their keys (and their count) are kept per request: a prompt's keys
 are computed once, incrementally along a session (``Chain``), so a turn's
-cost is its new tokens' blocks.
+cost is its new tokens' blocks. ``TokenTurns`` writes the turns so
+(``--prompt-form keys``, and ``ids`` with the ids kept to send);
+``simulator.prompt_forms`` writes them as text or chats from the same
+draws.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from array import array
 from dataclasses import dataclass
 from random import Random
 
-from agent.prefix_keys import DEFAULT_BLOCK_TOKENS, chain_keys, prompt_keys, seed_of
+from agent.prefix_keys import DEFAULT_BLOCK_TOKENS, chain_keys, prompt_keys, seed_of, token_bytes
 
 VOCABULARY = 128_256
 SHARED_PREFIX, NO_PREFIX = "shared-prefix", "no-prefix"
@@ -41,21 +44,25 @@ class Prompt:
     tokens: int
     keys: tuple
     answer_keys: tuple = ()
+    content: object = None  # what the body sends in place of the keys (``prompt_forms``): ids, text or messages
 
 
 class Chain:
-    """A token sequence's keys, grown a segment at a time (the trailing partial block kept aside)."""
+    """A token sequence's keys, grown a segment at a time (the trailing partial block kept aside); with
+    ``keep_ids`` its ids too, packed (``ids``, else None)."""
 
-    __slots__ = ("keys", "tail", "last", "tokens", "block_tokens")
+    __slots__ = ("keys", "tail", "last", "tokens", "block_tokens", "ids")
 
-    def __init__(self, model, block_tokens=DEFAULT_BLOCK_TOKENS):
+    def __init__(self, model, block_tokens=DEFAULT_BLOCK_TOKENS, keep_ids=False):
         self.keys, self.tail, self.last, self.tokens = (), [], seed_of(model), 0
         self.block_tokens = block_tokens
+        self.ids = b"" if keep_ids else None
 
     def extended(self, tokens):
         """A new chain: this one followed by ``tokens``."""
         grown = Chain.__new__(Chain)
         grown.block_tokens = self.block_tokens
+        grown.ids = None if self.ids is None else self.ids + token_bytes(tokens)
         data = self.tail + list(tokens)
         new = chain_keys(self.last, data, self.block_tokens)
         cut = len(new) * self.block_tokens
@@ -73,6 +80,41 @@ def draw_tokens(rng: Random, count):
 
 def lognormal(rng: Random, mean, sigma):
     return max(1, round(rng.lognormvariate(math.log(mean) - sigma ** 2 / 2, sigma)))
+
+
+class TokenTurns:
+    """A session's turns as token ids (``--prompt-form keys``, and ``ids`` with ``keep_ids``): a history is a
+    ``Chain`` of the system prompt and the turns so far; a prompt is keyed over all its tokens, as the Proxy keys
+    ``prompt_token_ids``.
+
+    Every writer of turns (``prompt_forms.TextTurns`` too) answers ``start``, ``grown``, ``turn`` and ``own_turn``
+    from the workload's draws, so the same seed gives the same sessions whatever the form.
+    """
+
+    def __init__(self, model, block_tokens=DEFAULT_BLOCK_TOKENS, keep_ids=False):
+        self.model, self.block_tokens, self.keep_ids = model, block_tokens, keep_ids
+
+    def start(self, system):
+        """A tenant's history: its system prompt of the drawn ids ``system``."""
+        return Chain(self.model, self.block_tokens, self.keep_ids).extended(system)
+
+    def grown(self, history, question, answer):
+        """``history`` with a turn that was not sent (before the traffic)."""
+        return history.extended(question + answer)
+
+    def turn(self, history, question, answer):
+        """``(Prompt, history after it)`` of the next turn of a session."""
+        return self._prompt(history.extended(question), answer)
+
+    def own_turn(self, unique, history, question, answer):
+        """The same as ``turn``'s length, every token its own (``no-prefix``), drawn from ``unique``."""
+        own = draw_tokens(unique, history.tokens + len(question))
+        return self._prompt(Chain(self.model, self.block_tokens, self.keep_ids).extended(own), answer)
+
+    @staticmethod
+    def _prompt(prompt, answer):
+        done = prompt.extended(answer)
+        return Prompt(prompt.tokens, prompt.keys, done.keys[len(prompt.keys):], prompt.ids), done
 
 
 @dataclass(frozen=True)
@@ -97,12 +139,14 @@ class PromptWorkload:
         history = (mean_turns - 1) / 2 * (self.question_mean + self.answer_mean)
         return (self.system_min + self.system_max) / 2 + history + self.question_mean
 
-    def arrivals(self, model, seed, rate_per_s, duration_s):
+    def arrivals(self, model, seed, rate_per_s, duration_s, turns=None):
         """``[(at_s, Prompt, output_tokens)]`` in arrival order: sessions start so that requests come at
-        ``rate_per_s`` on average over ``duration_s``; turns past the end are not sent."""
+        ``rate_per_s`` on average over ``duration_s``; turns past the end are not sent. ``turns`` writes the
+        prompts (``TokenTurns`` by default: keys of token ids)."""
+        turns = turns or TokenTurns(model, self.block_tokens)
         rng = Random(f"fleetwatch-routing-prompts:{seed}")  # the same sessions for both kinds
-        systems = [Chain(model, self.block_tokens).extended(
-            draw_tokens(rng, rng.randint(self.system_min, self.system_max))) for _ in range(self.tenants)]
+        systems = [turns.start(draw_tokens(rng, rng.randint(self.system_min, self.system_max)))
+                   for _ in range(self.tenants)]
         unique = Random(f"fleetwatch-routing-unique:{seed}")
         mean_turns = sum(self.turns) / 2
         session_rate = rate_per_s / mean_turns
@@ -123,17 +167,14 @@ class PromptWorkload:
                 question = draw_tokens(rng, lognormal(rng, self.question_mean, self.sigma))
                 answer = draw_tokens(rng, lognormal(rng, self.answer_mean, self.sigma))
                 if not 0.0 <= at < duration_s:
-                    history = history.extended(question + answer) if at < 0.0 else history
+                    history = turns.grown(history, question, answer) if at < 0.0 else history
                     continue  # draw on regardless: the same seed gives the same sessions at any duration
                 if self.kind == NO_PREFIX:
                     # The same length, tokens its own: nothing of it is anyone else's.
-                    own = draw_tokens(unique, history.tokens + len(question))
-                    prompt = Chain(model, self.block_tokens).extended(own)
+                    prompt, history = turns.own_turn(unique, history, question, answer)
                 else:
-                    prompt = history.extended(question)
-                done = prompt.extended(answer)
-                stream.append((at, Prompt(prompt.tokens, prompt.keys, done.keys[len(prompt.keys):]), len(answer)))
-                history = done
+                    prompt, history = turns.turn(history, question, answer)
+                stream.append((at, prompt, len(answer)))
         stream.sort(key=lambda item: item[0])
         return stream
 

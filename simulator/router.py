@@ -36,6 +36,7 @@ class Router:
                        else routing.CLIENT_POLICIES[policy](config.workload.seed))
         self.placement_ms = []
         self.prefix_sources = {}  # the answers' prefix_source (SPEC 15.5; "none" when absent or null) -> count
+        self.prompt_errors = {}  # a text or chat prompt's answers: prompt_error (SPEC 16.3) -> count
         self.feedback_failures = 0
         self._tasks = set()
 
@@ -61,7 +62,8 @@ class Router:
             instance_id = self.client.choose(now_s, exclude)
             return (routing.SEND, instance_id) if instance_id is not None else (routing.UNAVAILABLE, None)
         body = routing.placement_body(self.policy, MODEL, request.prompt_tokens, request.output_tokens,
-                                      self.config.placement_count, request.keys, exclude)
+                                      self.config.placement_count, request.keys, exclude, self.config.prompt_form,
+                                      request.content)
         started = time.perf_counter()
         try:
             async with self.session.post(self.base + PLACEMENT_PATH, data=orjson.dumps(body)) as response:
@@ -77,6 +79,9 @@ class Router:
         if status == 200 and isinstance(data, dict):
             source = str(data.get("prefix_source") or "none")
             self.prefix_sources[source] = self.prefix_sources.get(source, 0) + 1
+            if data.get("prompt_error"):  # the Proxy could not key it (no tokenizer for MODEL?): load alone
+                error = str(data["prompt_error"])
+                self.prompt_errors[error] = self.prompt_errors.get(error, 0) + 1
         return routing.placement_choice(status, data, self.fleet_ids)
 
     def started(self, instance_id):

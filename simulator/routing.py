@@ -22,7 +22,9 @@ request is asked again with that instance in ``exclude``:
 
 - ``placement``: cache-aware (SPEC 15.5): the body carries the prompt as
   ``prompt_block_keys`` (15.1 keys the router computes, ``placement_body``),
-  and the fleet's engines publish their caches' changes (15.3).
+  or in the form ``--prompt-form`` names (``simulator.prompt_forms``: its
+  token ids, its text, its chat), and the fleet's engines publish their
+  caches' changes (15.3).
 - ``placement-load``: issue 19's question, without the prompt (load alone).
 - ``placement-learned``: the prompt sent, but no engine publishes events
   (their ``kv_events`` null): the Proxy learns from its own answers.
@@ -31,6 +33,8 @@ request is asked again with that instance in ``exclude``:
 from __future__ import annotations
 
 from random import Random
+
+from simulator.prompt_forms import KEYS, body_prompt
 
 PLACEMENT = "placement"
 PLACEMENT_LOAD = "placement-load"
@@ -69,17 +73,22 @@ def publishes(policy):
     return policy != PLACEMENT_LEARNED
 
 
-def placement_body(policy, model, prompt_tokens, output_tokens, count, keys=(), exclude=()):
+def placement_body(policy, model, prompt_tokens, output_tokens, count, keys=(), exclude=(), form=KEYS,
+                   content=None):
     """The ``POST /v1/placement`` body of ``policy`` for one request.
 
-    The cache-aware policies send the prompt as its 15.1 keys rather than its
-    token ids: 16 times fewer numbers on the wire (about 20 bytes a key
-    against about 7 a token id, so a 7,000-token prompt is ~9 KB rather than
-    ~50 KB), no hashing on the Proxy, and a session's keys are computed once,
-    incrementally, by the client that holds the history.
+    By default (``form`` ``keys``) the cache-aware policies send the prompt as
+    its 15.1 keys rather than its token ids: 16 times fewer numbers on the
+    wire (about 20 bytes a key against about 7 a token id, so a 7,000-token
+    prompt is ~9 KB rather than ~50 KB), no hashing on the Proxy, and a
+    session's keys are computed once, incrementally, by the client that holds
+    the history. The other forms send ``content``, the prompt as a gateway
+    holds it (``prompt_forms.body_prompt``), and the Proxy keys it.
     """
     body = {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": output_tokens, "count": count}
-    if policy != PLACEMENT_LOAD and keys:
+    if policy != PLACEMENT_LOAD and form != KEYS and content is not None:
+        body.update(body_prompt(form, content))
+    elif policy != PLACEMENT_LOAD and keys:
         body["prompt_block_keys"] = list(keys[:MAX_PROMPT_KEYS])
     if exclude:
         body["exclude"] = list(exclude)

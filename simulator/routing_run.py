@@ -20,6 +20,11 @@ Per policy, in one event loop and in real time (the Proxy's clock is real):
 4. When every request has its first token or its outcome, the fleet
    unregisters; the next policy starts.
 
+The prompts are written once, before the first policy, in the form the
+placement policies send (``--prompt-form``, ``simulator.prompt_forms``);
+with ``text`` and ``chat`` the Proxy tokenizes every prompt, so the
+placement round trip measured includes the tokenization.
+
 Every policy tries a refused request again elsewhere (up to
 ``routing.MAX_ATTEMPTS`` instances: nothing was sent, so nothing is
 repeated); a request the engine dropped after taking it is failed. The
@@ -32,6 +37,7 @@ client-side ones leave a failed instance out for ``routing.FAIL_TIMEOUT_S``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -44,6 +50,7 @@ from simulator.driver import FleetDriver
 from simulator.gpus import GpuFault
 from simulator.model import FleetProfile
 from simulator.prefix_feed import PrefixFeed
+from simulator.prompt_forms import KEYS, TEXT_FORMS, load_tokenizer, turns_of
 from simulator.protocol import USER_AGENT
 from simulator.router import LIST_PATH, Router
 from simulator.workload import MODEL, PolicyScore, RoutedRequest, RoutingWorkload
@@ -71,6 +78,14 @@ class RoutingConfig:
     id_prefix: str = "route"
     timeout_s: float = 10.0
     placement_count: int = 3
+    prompt_form: str = KEYS  # how the placement policies send a prompt (simulator.prompt_forms)
+    tokenizer: str | None = None  # the text forms' tokenizer directory: the Proxy's for MODEL
+
+    def turns(self):
+        """The writer of the workload's prompts in ``prompt_form`` (the tokenizer loaded for the text forms)."""
+        tokenizer = load_tokenizer(self.tokenizer) if self.prompt_form in TEXT_FORMS else None
+        prompts = self.workload.prompts
+        return turns_of(self.prompt_form, MODEL, prompts.block_tokens if prompts else 16, tokenizer)
 
     def fleet_config(self, policy):
         workload = self.workload
@@ -125,9 +140,11 @@ def wall_ms():
 class PolicyRun:
     """One policy over the workload: its fleet, its router, its score."""
 
-    def __init__(self, config: RoutingConfig, policy, session, feed_session=None):
+    def __init__(self, config: RoutingConfig, policy, session, feed_session=None, stream_of=None):
+        """``stream_of(rate_per_s)``: the arrivals (the workload's, written once for every policy)."""
         self.config = config
         self.workload = config.workload
+        self.stream_of = stream_of or self.workload.arrivals
         self.policy = policy
         self.session = session
         fleet_config = config.fleet_config(policy)
@@ -175,6 +192,8 @@ class PolicyRun:
             row["placement_p50_ms"] = round(times[len(times) // 2], 2) if times else None
             row["feedback_failures"] = self.router.feedback_failures
             row["prefix_source"] = dict(sorted(self.router.prefix_sources.items()))
+            if self.config.prompt_form in TEXT_FORMS:
+                row["prompt_error"] = dict(sorted(self.router.prompt_errors.items()))
         return row
 
     async def _tick(self):
@@ -212,7 +231,7 @@ class PolicyRun:
         for index, role in self.roles.items():
             if role == "unhealthy":  # ill since before the traffic began
                 self.failed_since[by_index[index]] = -self.warm_up_s
-        arrivals = workload.arrivals(self.rate_per_s)  # prompts' keys computed before the clock starts
+        arrivals = self.stream_of(self.rate_per_s)  # prompts' keys computed before the clock starts
         t0 = self.t0 = loop.time()
         self.t0_ms = wall_ms()
         slow = [by_index[i] for i, role in self.roles.items() if role == "slow"]
@@ -322,6 +341,8 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
         headers["Authorization"] = f"Bearer {config.route_token}"
     timeout = aiohttp.ClientTimeout(total=config.timeout_s)
     results, details = {}, {}
+    turns = config.turns()
+    stream_of = functools.cache(lambda rate_per_s: config.workload.arrivals(rate_per_s, turns=turns))
     feed_headers = {"Content-Type": "application/json", "User-Agent": f"{USER_AGENT}-kv-events"}
     if config.token:
         feed_headers["Authorization"] = f"Bearer {config.token}"  # scope instance, as the agents report
@@ -330,7 +351,7 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
             aiohttp.ClientSession(headers=feed_headers, timeout=timeout,
                                   connector=aiohttp.TCPConnector(limit=16)) as feed_session:
         for policy in config.policies:
-            run = PolicyRun(config, policy, session, feed_session)
+            run = PolicyRun(config, policy, session, feed_session, stream_of)
             results[policy] = await run.run()
             details = {"rate_per_s": round(run.rate_per_s, 3), "roles": {
                 f"{config.id_prefix}-<policy>-{index:05d}": role for index, role in sorted(run.roles.items())},
@@ -341,6 +362,8 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
     prompts = workload.prompts
     return {"routing": results, "workload": {
         "kind": workload.kind, "prompts": None if prompts is None else asdict(prompts),
+        "prompt_form": None if prompts is None else config.prompt_form,
+        "tokenizer": config.tokenizer if prompts is not None and config.prompt_form in TEXT_FORMS else None,
         "cache_tokens_per_gpu": None if prompts is None else workload.cache_tokens_per_gpu,
         "seed": workload.seed, "hosts": workload.hosts, "duration_s": workload.duration_s, "load": workload.load,
         "prompt_mean": workload.prompt_mean, "output_mean": workload.output_mean,

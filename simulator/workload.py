@@ -109,11 +109,12 @@ class RoutingWorkload:
         roles = self.roles()
         return self.load * sum(rate for index, rate in service_rates.items() if index not in roles)
 
-    def arrivals(self, rate_per_s, model=MODEL):
+    def arrivals(self, rate_per_s, model=MODEL, turns=None):
         """``[(at_s, prompt, output_tokens)]``: the seeded stream over ``duration_s``; ``prompt`` is a
-        length, or with ``prompts`` a ``simulator.prompts.Prompt`` (its length and keys)."""
+        length, or with ``prompts`` a ``simulator.prompts.Prompt`` (its length and keys, written by
+        ``turns``: token ids by default, ``prompt_forms.turns_of``)."""
         if self.prompts is not None:
-            return self.prompts.arrivals(model, self.seed, rate_per_s, self.duration_s)
+            return self.prompts.arrivals(model, self.seed, rate_per_s, self.duration_s, turns)
         rng = Random(f"fleetwatch-routing-arrivals:{self.seed}")
         at, stream = 0.0, []
         if rate_per_s <= 0.0:
@@ -137,14 +138,15 @@ class RoutedRequest:
     """
 
     __slots__ = ("prompt_tokens", "output_tokens", "first_token_ms", "done_ms", "failed", "abandoned",
-                 "on_change", "keys", "answer_keys", "cached_tokens")
+                 "on_change", "keys", "answer_keys", "cached_tokens", "content")
 
     def __init__(self, prompt, output_tokens, on_change=None):
         """``prompt``: a length, or a ``simulator.prompts.Prompt`` (its length and SPEC 15.1 keys)."""
         if isinstance(prompt, int):
-            self.prompt_tokens, self.keys, self.answer_keys = prompt, (), ()
+            self.prompt_tokens, self.keys, self.answer_keys, self.content = prompt, (), (), None
         else:
             self.prompt_tokens, self.keys, self.answer_keys = prompt.tokens, prompt.keys, prompt.answer_keys
+            self.content = prompt.content  # what a body of the prompt forms but keys sends
         self.output_tokens = output_tokens
         self.cached_tokens = None  # the prompt's tokens the engine's prefix cache held (set when it started)
         self.first_token_ms = self.done_ms = None
