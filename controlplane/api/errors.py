@@ -67,6 +67,13 @@ def payload_too_large(limit=None):
                           headers={"Connection": "close"})
 
 
+def length_required():
+    """411: a body sent chunked, without a Content-Length, is not read (``controlplane.api.body_length``); it is
+    left unread, so the connection closes after the answer, as after a 413."""
+    return error_response(411, "length_required", {"body": ["Send the body with a Content-Length, not chunked."]},
+                          headers={"Connection": "close"})
+
+
 def not_found(request=None, exception=None):
     """Django's ``handler404`` and any unknown path."""
     return error_response(404, "not_found")

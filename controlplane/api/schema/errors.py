@@ -47,6 +47,10 @@ PAYLOAD_TOO_LARGE = error_answer(
     "payload_too_large", "A body over ``FLEETWATCH_MAX_BODY_BYTES`` (default 256 KiB). Nothing was written.",
     "Body too large.",
 )
+LENGTH_REQUIRED = error_answer(
+    "length_required", "A body sent chunked (`Transfer-Encoding`) without a `Content-Length`: it is not read, and "
+    "never taken for an empty one. Nothing was written.", "Send the body with a `Content-Length`.",
+)
 UNSUPPORTED_MEDIA_TYPE = error_answer("unsupported_media_type",
                                       "A body that is not `application/json`. Nothing was written.", "Not a JSON body.")
 RATE_LIMITED = error_answer(
@@ -86,7 +90,7 @@ def read_errors():
 
 def write_errors():
     """What any write (POST) of the API can answer besides its own answers."""
-    return {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
+    return {**read_errors(), 411: LENGTH_REQUIRED, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
 
 
 def besides(answers, errors):
