@@ -213,6 +213,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["controlplane.api.renderers.ORJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "controlplane.api.errors.envelope_exception_handler",
+    # The API's own authentication wherever a view names none (the schema and its docs page among them): DRF's
+    # default would take HTTP Basic, a user's password checked (PBKDF2) on every try, with no rate limit.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.BearerTokenAuthentication",
+                                       "controlplane.api.auth.StaffSessionAuthentication"],
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "COERCE_DECIMAL_TO_STRING": False,
