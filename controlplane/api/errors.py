@@ -110,9 +110,10 @@ def unauthorized():
     return error_response(401, "unauthorized", headers={"WWW-Authenticate": "Bearer"})
 
 
-def forbidden():
-    """403 of SPEC 10: a valid token of the wrong scope, or for another instance."""
-    return error_response(403, "forbidden")
+def forbidden(detail=None):
+    """403 of SPEC 10: a valid token of the wrong scope, or for another instance; ``detail`` says what was needed
+    (``controlplane.api.auth.refusal_detail``)."""
+    return error_response(403, "forbidden", detail)
 
 
 def rate_limited(retry_after_s):
@@ -135,7 +136,7 @@ def envelope_exception_handler(exc, context):
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         return unauthorized()
     if isinstance(exc, exceptions.PermissionDenied):
-        return forbidden()
+        return forbidden(flatten_detail(exc.detail) if isinstance(exc.detail, dict) else None)
     if isinstance(exc, RouteBusy):
         return route_busy(int(exc.wait or 1))
     if isinstance(exc, exceptions.Throttled):

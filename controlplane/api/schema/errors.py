@@ -36,7 +36,9 @@ UNAUTHORIZED = error_answer(
 )
 FORBIDDEN = error_answer("forbidden", """A valid token of the wrong scope, a token bound to other instance ids, or a
     session of a user who is not staff (SPEC 10). Nothing was written.""",
-                         "Not allowed with these credentials.", detail=None)
+                         "Not allowed with these credentials; `detail` says what was needed: the scope "
+                         "(`scope`), an instance id of the token's own (`instance_id`) or a staff session "
+                         "(`session`).", detail="optional")
 NOT_FOUND = error_answer("not_found", "Nothing known under that id.", "Unknown id.", detail="optional")
 METHOD_NOT_ALLOWED = error_answer(
     "method_not_allowed", "A method this path does not serve.",
