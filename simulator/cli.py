@@ -127,6 +127,9 @@ def add_arguments(parser):
                             "(the same lengths, every prompt its own). Default mixed.")
     bench.add_argument("--route", choices=routing.POLICIES, default=None,
                        help="Route the workload by this policy only.")
+    bench.add_argument("--route-url", default=None, metavar="URL",
+                       help="The Proxy's route listener, where the placement questions and the feedback go "
+                            "(default: --proxy-url's port + 1, where `up` puts it; docs/placement.md).")
     bench.add_argument("--route-token", default=None,
                        help="Bearer token (scope route or read) of the placement questions, the feedback and "
                             "the list reads (default: --token).")
@@ -204,7 +207,7 @@ def routing_config(options):
     if 0 in workload.gpu_counts:
         raise ConfigError("--gpus cannot include 0 for the routing benchmark: every host runs an engine")
     return RoutingConfig(
-        proxy_url=options["proxy_url"], token=options["token"],
+        proxy_url=options["proxy_url"], route_url=options.get("route_url"), token=options["token"],
         route_token=options["route_token"] or options["token"], workload=workload,
         policies=(options["route"],) if options["route"] else routing.policies_for(kind),
         interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"])
