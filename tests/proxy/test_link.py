@@ -44,7 +44,7 @@ def test_it_registers_first_with_a_pool_summary(link):
     proxy = Proxy.objects.get(pk="pool-a")
     assert proxy.pool_resource["proxy_id"] == "pool-a"
     assert proxy.pool_resource["schema_version"] == 1
-    assert proxy.max_capacity == 8
+    assert proxy.max_capacity == 0  # FLEETWATCH_PROXY_CAPACITY unset: declared by nobody
 
 
 def test_it_heartbeats_with_a_fresh_summary(link):
@@ -84,7 +84,7 @@ def test_it_sends_meta_patch_only_when_the_meta_changed(link, proxy_settings):
 
 
 def test_it_tells_the_scheduler_whether_the_capacity_was_configured(link, proxy_settings):
-    proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = False  # the default 8
+    proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = False  # unset
     link.step()
     assert Proxy.objects.get(pk="pool-a").meta["capacity_configured"] is False
     summary = {"load": {"inflight_total": None, "qps_1m_total": None}, "utilization": {"gpu_util_avg": None}}
