@@ -217,3 +217,15 @@ def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, fr
         assert "badge--ok" not in old, view  # no green badge for a host taking no work
         new = html.split('data-instance-id="new"')[1]
         assert '<span class="badge badge--ok" data-admission-current="true">accepting</span>' in new, view
+
+
+def test_alive_means_one_thing_on_the_page(page, frozen, cpu_host):
+    # The status card said "1 alive of 2 · 1 suspect" while the instances card beside it said "2 alive of 2": that
+    # card counts SPEC 5's instances.alive, every instance within its TTL, suspect ones too (issue 47).
+    cpu_host("quiet")
+    frozen.shift(20)  # past its alive window (a heartbeat interval and a half), within its TTL: suspect
+    cpu_host("fresh")
+    text = text_of(page("/pool/"))
+    assert "1 alive of 2" in text and "1 suspect" in text
+    assert "2 within TTL of 2" in text
+    assert text.count("alive of") == 1
