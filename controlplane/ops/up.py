@@ -216,6 +216,20 @@ def login_hint():
             "(once; README.md shows it without prompts)")
 
 
+def banner(roles, base_url, route_url, hint):
+    """What ``up`` says once everything answers: where each thing is, and what it needs."""
+    lines = [f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)"]
+    if "proxy" in roles:
+        metrics = f"{base_url}/metrics" + ("" if not settings.FLEETWATCH_AUTH else " (with a token: "
+                                           "./fw manage create_token --scope read --name scraper)")
+        lines.append(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {metrics}")
+    if route_url:
+        lines.append(f"  routers (placement, feedback): {route_url}")
+    if hint:
+        lines.append(hint)
+    return lines
+
+
 def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True, route_port=None):
     """Run the whole system until asked to stop; ``out`` (a command's stdout) hears what runs where."""
     roles = settings.FLEETWATCH_ROLES
@@ -259,13 +273,8 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
         for process in config.up_processes(context):
             supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
 
-    out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
-    if "proxy" in roles:
-        out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-    if route_url:
-        out.write(f"  routers (placement, feedback): {route_url}")
-    if hint:
-        out.write(hint)
+    for line in banner(roles, base_url, route_url, hint):
+        out.write(line)
     out.flush()
     code = supervisor.watch()
     out.write("Fleetwatch stopped.")
