@@ -100,11 +100,14 @@ FLEETWATCH_WEB_HEADER_TIMEOUT_S = env_int("FLEETWATCH_WEB_HEADER_TIMEOUT_S", 10)
 # How long ``up`` waits for its processes to stop, all at once, before it kills them
 # (a service manager's own grace period should be longer: systemd's default is 90 s).
 FLEETWATCH_STOP_GRACE_S = env_float("FLEETWATCH_STOP_GRACE_S", 20.0)
-FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 8)
+# The pool's capacity for its load_ratio. Unset (or 0) means none declared, one thing everywhere (issue 47): the
+# summary's capacity is 0 (SPEC 5), load_ratio is null, the link declares no max_capacity and the pages say
+# "capacity not configured". A default figure made a load ratio about nothing (1190 with 200 hosts busy).
+FLEETWATCH_PROXY_CAPACITY = env_int("FLEETWATCH_PROXY_CAPACITY", 0)
 # Where `up`'s own local agent listens, set by `up` for its web server (the agent page names it).
 FLEETWATCH_UP_AGENT_LISTEN = env_str("FLEETWATCH_UP_AGENT_LISTEN")
-# Whether someone set it: a load against the default 8 is no statement about this pool.
-FLEETWATCH_PROXY_CAPACITY_CONFIGURED = env_str("FLEETWATCH_PROXY_CAPACITY").strip() != ""
+# Whether a capacity is declared (the link tells the Scheduler, whose pages then say so).
+FLEETWATCH_PROXY_CAPACITY_CONFIGURED = FLEETWATCH_PROXY_CAPACITY > 0
 # An instance's engine saturation (SPEC 13): min(1, max(waiting / W, kv usage / K)).
 FLEETWATCH_SATURATION_WAITING = env_float("FLEETWATCH_SATURATION_WAITING", 5.0)
 FLEETWATCH_SATURATION_KV = env_float("FLEETWATCH_SATURATION_KV", 0.8)
@@ -226,6 +229,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["controlplane.api.renderers.ORJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "controlplane.api.errors.envelope_exception_handler",
+    # The API's own authentication wherever a view names none (the schema and its docs page among them): DRF's
+    # default would take HTTP Basic, a user's password checked (PBKDF2) on every try, with no rate limit.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["controlplane.api.auth.BearerTokenAuthentication",
+                                       "controlplane.api.auth.StaffSessionAuthentication"],
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
     "COERCE_DECIMAL_TO_STRING": False,

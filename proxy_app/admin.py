@@ -17,8 +17,8 @@ from proxy_app.models import (
     TokenizerFile,
     TokenizerOffer,
 )
-from proxy_app.tokenizers.files import TOKENIZER_JSON
 from proxy_app.placement.fence_store import fence_of
+from proxy_app.tokenizers.files import TOKENIZER_JSON
 
 
 @admin.register(Instance)

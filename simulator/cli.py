@@ -139,6 +139,9 @@ def add_arguments(parser):
     bench.add_argument("--tokenizer", default=None, metavar="DIR",
                        help="The tokenizer directory of --prompt-form text or chat: the one the Proxy has for "
                             "the model (default: tests/data/engines/tiny-llama of this repository).")
+    bench.add_argument("--route-url", default=None, metavar="URL",
+                       help="The Proxy's route listener, where the placement questions and the feedback go "
+                            "(default: --proxy-url's port + 1, where `up` puts it; docs/placement.md).")
     bench.add_argument("--route-token", default=None,
                        help="Bearer token (scope route or read) of the placement questions, the feedback and "
                             "the list reads (default: --token).")
@@ -231,7 +234,7 @@ def routing_config(options):
         except TokenizerError as error:
             raise ConfigError(str(error)) from None
     return RoutingConfig(
-        proxy_url=options["proxy_url"], token=options["token"],
+        proxy_url=options["proxy_url"], route_url=options.get("route_url"), token=options["token"],
         route_token=options["route_token"] or options["token"], workload=workload,
         policies=(options["route"],) if options["route"] else routing.policies_for(kind),
         interval_ms=options["interval_ms"], id_prefix=options["id_prefix"], timeout_s=options["timeout_s"],

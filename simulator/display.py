@@ -188,7 +188,7 @@ def routing_table(result: dict):
     """The routing benchmark (``routing_run.run_benchmark``) as a table: one row per policy, and the targets."""
     table = Table(title="routing benchmark", show_header=True, box=None, pad_edge=False)
     prompts = result["workload"].get("prompts") is not None
-    columns = ["policy", "requests", "served", "TTFT p50 s", "p90 s", "p99 s", "shed", "failed",
+    columns = ["policy", "requests", "served", "TTFT p50 s", "p90 s", "p99 s", "shed", "route busy", "failed",
                "to failed host >2 s"]
     if prompts:
         columns += ["prefix hits", "output tok/s"]
@@ -200,7 +200,8 @@ def routing_table(result: dict):
 
     for policy, row in result["routing"].items():
         cells = [policy, str(row["requests"]), str(row["served"]), seconds(row["ttft_p50_s"]),
-                 seconds(row["ttft_p90_s"]), seconds(row["ttft_p99_s"]), str(row["shed"]), str(row["failed"]),
+                 seconds(row["ttft_p90_s"]), seconds(row["ttft_p99_s"]), str(row["shed"]),
+                 str(row.get("route_busy", 0)), str(row["failed"]),
                  str(row["sent_to_failed_host_after_2s"])]
         if prompts:
             ratio, rate = row.get("prefix_hit_ratio"), row.get("output_tokens_per_s")
@@ -211,6 +212,13 @@ def routing_table(result: dict):
     gpus = ",".join(map(str, workload["gpu_counts"]))
     lines = [f"{workload.get('kind', 'mixed')} workload{form}: {workload['hosts']} hosts (GPUs {gpus}), seed "
              f"{workload['seed']}, {workload['rate_per_s']:.2f} requests/s for {workload['duration_s']:g} s a policy"]
+    if result.get("route_url"):
+        lines.append(f"placement and feedback asked at {result['route_url']} (the route listener); "
+                     "shed: the Proxy's verdict; route busy: its route lane was full (429 route_busy)")
+    for policy, row in result["routing"].items():
+        busy, failed = row.get("feedback_route_busy", 0), row.get("feedback_failures", 0)
+        if busy or failed:
+            lines.append(f"{policy}'s feedback: {busy} route busy, {failed} failed")
     for target, met in result["targets"].items():
         lines.append(f"{target}: {'–' if met is None else 'met' if met else 'NOT met'}")
     return Group(table, Text("\n".join(lines)))

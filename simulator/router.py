@@ -4,7 +4,8 @@ The client-side policies (``simulator.routing``) choose over the instance
 list they read; the placement ones ask ``POST /v1/placement`` (with the
 prompt's keys when the policy sends them, ``routing.placement_body``) and
 report each outcome to ``POST /v1/placement/feedback`` without holding the
-request up.
+request up, both on the Proxy's route listener, where routers belong
+(docs/placement.md, "The route listener"); the list is read on its web port.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ LIST_PATH = "/v1/instance/list"
 class Router:
     """One policy's side of the benchmark: where each request goes, what it hears back."""
 
-    def __init__(self, policy, session, base_url, fleet_ids, config):
+    def __init__(self, policy, session, base_url, fleet_ids, config, route_url=None):
         self.policy = policy
         self.session = session
         self.base = base_url
+        self.route_base = (route_url or base_url).rstrip("/")  # placement and feedback
         self.fleet_ids = fleet_ids
         self.config = config
         self.client = (None if policy in routing.PLACEMENT_POLICIES
@@ -37,7 +39,8 @@ class Router:
         self.placement_ms = []
         self.prefix_sources = {}  # the answers' prefix_source (SPEC 15.5; "none" when absent or null) -> count
         self.prompt_errors = {}  # a text or chat prompt's answers: prompt_error (SPEC 16.3) -> count
-        self.feedback_failures = 0
+        self.feedback_failures = 0  # feedback the Proxy refused or never answered, but route_busy
+        self.feedback_route_busy = 0  # feedback the route lane turned away (429 route_busy)
         self._tasks = set()
 
     async def read_list(self):
@@ -66,7 +69,7 @@ class Router:
                                       request.content)
         started = time.perf_counter()
         try:
-            async with self.session.post(self.base + PLACEMENT_PATH, data=orjson.dumps(body)) as response:
+            async with self.session.post(self.route_base + PLACEMENT_PATH, data=orjson.dumps(body)) as response:
                 raw = await response.read()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError):
@@ -106,9 +109,11 @@ class Router:
     async def _feedback(self, instance_id, outcome, status_code):
         body = {"instance_id": instance_id, "outcome": outcome, "status_code": status_code}
         try:
-            async with self.session.post(self.base + FEEDBACK_PATH, data=orjson.dumps(body)) as response:
-                await response.read()
-                if response.status != 200:
+            async with self.session.post(self.route_base + FEEDBACK_PATH, data=orjson.dumps(body)) as response:
+                raw = await response.read()
+                if response.status == 429 and b'"route_busy"' in raw:
+                    self.feedback_route_busy += 1
+                elif response.status != 200:
                     self.feedback_failures += 1
         except (aiohttp.ClientError, TimeoutError):
             self.feedback_failures += 1

@@ -50,8 +50,9 @@ LIST_REFRESH_S = 5.0
 FAIL_TIMEOUT_S = 10.0  # nginx's default fail_timeout
 MAX_ATTEMPTS = 3  # a refused request is tried on up to this many instances
 
-# What the router does with a request, from the Proxy's verdict (SPEC 14.1).
-SEND, SHED, UNAVAILABLE, ROUTE_ERROR = "send", "shed", "unavailable", "route_error"
+# What the router does with a request, from the Proxy's verdict (SPEC 14.1). ROUTE_BUSY is no verdict: the web
+# process's route lane was full (429 ``route_busy``), counted apart from a shed.
+SEND, SHED, UNAVAILABLE, ROUTE_ERROR, ROUTE_BUSY = "send", "shed", "unavailable", "route_error", "route_busy"
 
 
 def routable(rows, fleet_ids):
@@ -98,12 +99,14 @@ def placement_body(policy, model, prompt_tokens, output_tokens, count, keys=(), 
 def placement_choice(status, data, fleet_ids):
     """``(action, instance_id|None)`` of a ``POST /v1/placement`` answer.
 
-    200 with candidates: send to the first one of the fleet; 429: shed;
+    200 with candidates: send to the first one of the fleet; 429: shed, or
+    route busy when it is the route lane's ``route_busy`` and not a verdict;
     503, or 200 without a usable candidate: unavailable; anything else (a
     Proxy without the endpoint, a 400, a 5xx, not JSON): a route error.
     """
     if status == 429:
-        return SHED, None
+        busy = isinstance(data, dict) and data.get("error") == ROUTE_BUSY
+        return (ROUTE_BUSY if busy else SHED), None
     if status == 503:
         return UNAVAILABLE, None
     if status != 200 or not isinstance(data, dict):

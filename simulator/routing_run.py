@@ -40,6 +40,7 @@ import asyncio
 import functools
 import time
 from dataclasses import asdict, dataclass, replace
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
@@ -67,9 +68,17 @@ class WarmUpError(RuntimeError):
     """The Proxy never listed a policy's fleet with its reports: nothing to route over."""
 
 
+def route_listener_url(proxy_url):
+    """Where ``up`` puts a Proxy's route listener: its web port + 1 (docs/placement.md, "The route listener")."""
+    parts = urlsplit(proxy_url.rstrip("/"))
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return urlunsplit(parts._replace(netloc=f"{parts.hostname}:{port + 1}"))
+
+
 @dataclass(frozen=True)
 class RoutingConfig:
-    proxy_url: str = "http://127.0.0.1:8000"
+    proxy_url: str = "http://127.0.0.1:8000"  # the fleet's reports and the list reads
+    route_url: str | None = None  # placement and feedback: the route listener (None: route_listener_url)
     token: str | None = None  # scope instance: the fleet's reports
     route_token: str | None = None  # scope route (or read): placement, feedback, the list
     workload: RoutingWorkload = RoutingWorkload()
@@ -86,6 +95,10 @@ class RoutingConfig:
         tokenizer = load_tokenizer(self.tokenizer) if self.prompt_form in TEXT_FORMS else None
         prompts = self.workload.prompts
         return turns_of(self.prompt_form, MODEL, prompts.block_tokens if prompts else 16, tokenizer)
+
+    @property
+    def placement_url(self):
+        return (self.route_url or route_listener_url(self.proxy_url)).rstrip("/")
 
     def fleet_config(self, policy):
         workload = self.workload
@@ -151,7 +164,8 @@ class PolicyRun:
         self.driver = FleetDriver(fleet_config, fleet_config.indices())
         self.hosts = {state.host.instance_id: state.host for state in self.driver.states}
         self.roles = prepare_fleet(self.hosts.values(), self.workload, policy)
-        self.router = Router(policy, session, config.proxy_url.rstrip("/"), frozenset(self.hosts), config)
+        self.router = Router(policy, session, config.proxy_url.rstrip("/"), frozenset(self.hosts), config,
+                             route_url=config.placement_url)
         self.feed = (PrefixFeed(feed_session, config.proxy_url.rstrip("/"), self.hosts, epoch=int(wall_ms()))
                      if self.workload.prompts is not None and routing.publishes(policy) else None)
         self.score = PolicyScore(duration_s=self.workload.duration_s)
@@ -191,6 +205,7 @@ class PolicyRun:
             times = sorted(self.router.placement_ms)
             row["placement_p50_ms"] = round(times[len(times) // 2], 2) if times else None
             row["feedback_failures"] = self.router.feedback_failures
+            row["feedback_route_busy"] = self.router.feedback_route_busy
             row["prefix_source"] = dict(sorted(self.router.prefix_sources.items()))
             if self.config.prompt_form in TEXT_FORMS:
                 row["prompt_error"] = dict(sorted(self.router.prompt_errors.items()))
@@ -262,6 +277,9 @@ class PolicyRun:
             action, instance_id = await self.router.route(asked, loop.time() - self.t0, refused)
             if action == routing.SHED:
                 score.shed += 1
+                return
+            if action == routing.ROUTE_BUSY:
+                score.route_busy += 1
                 return
             if action == routing.UNAVAILABLE:
                 score.unavailable += 1
@@ -360,7 +378,7 @@ async def run_benchmark(config: RoutingConfig, on_policy=None):
                 on_policy(policy, results[policy])
     workload = config.workload
     prompts = workload.prompts
-    return {"routing": results, "workload": {
+    return {"routing": results, "proxy_url": config.proxy_url, "route_url": config.placement_url, "workload": {
         "kind": workload.kind, "prompts": None if prompts is None else asdict(prompts),
         "prompt_form": None if prompts is None else config.prompt_form,
         "tokenizer": config.tokenizer if prompts is not None and config.prompt_form in TEXT_FORMS else None,

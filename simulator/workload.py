@@ -184,6 +184,7 @@ class PolicyScore:
 
     requests: int = 0
     shed: int = 0  # the Proxy said shed (429): not sent
+    route_busy: int = 0  # the Proxy's route lane was full (429 route_busy, no verdict): not sent
     unavailable: int = 0  # nowhere to send it (503, or an empty instance list)
     errors: int = 0  # sent, and the engine refused it or died holding it
     timeouts: int = 0  # sent, and no first token within the workload's ttft_timeout_s
@@ -227,6 +228,7 @@ class PolicyScore:
             "ttft_p90_s": q(0.9),
             "ttft_p99_s": q(0.99),
             "shed": self.shed,
+            "route_busy": self.route_busy,
             "failed": self.unavailable + self.errors + self.timeouts + self.route_errors,
             "failed_by_kind": {"unavailable": self.unavailable, "error": self.errors, "timeout": self.timeouts,
                                "route_error": self.route_errors},

@@ -115,6 +115,8 @@ class ScopedAccess(permissions.BasePermission):
     def has_permission(self, request, view):
         grant = request.auth if isinstance(request.auth, Grant) else None
         allowed, request.auth = may_access(request, grant, request.data, view.write_scope)
+        if not allowed:
+            self.message = refusal_detail(request, grant, view.write_scope)  # DRF's 403 carries it
         return allowed
 
 
@@ -136,6 +138,18 @@ def may_access(request, grant, data, write_scope, scoped_read=False):
         instance_id = instance_id_of(data)
         return instance_id is None or grant.allows_instance(instance_id), grant
     return True, grant
+
+
+def refusal_detail(request, grant, write_scope, scoped_read=False):
+    """What a 403 says was needed, as the envelope's ``detail``, for a request ``may_access`` refused as ``grant``:
+    the scope (and the one the token has), an instance id of the token's own, or a staff session."""
+    if request.method in permissions.SAFE_METHODS and not scoped_read:
+        return {"session": ["Reads need a valid token or the session of a staff user."]}
+    scopes = write_scope if isinstance(write_scope, tuple) else (write_scope,)
+    if grant is None or grant.scope not in scopes:
+        held = f"; this one's scope is {grant.scope}" if grant is not None else ""
+        return {"scope": [f"Needs a token of scope {' or '.join(map(str, scopes))}{held}."]}
+    return {"instance_id": ["This token is bound to other instance ids."]}
 
 
 def write_allowance(request, grant, data):

@@ -67,6 +67,13 @@ def payload_too_large(limit=None):
                           headers={"Connection": "close"})
 
 
+def length_required():
+    """411: a body sent chunked, without a Content-Length, is not read (``controlplane.api.body_length``); it is
+    left unread, so the connection closes after the answer, as after a 413."""
+    return error_response(411, "length_required", {"body": ["Send the body with a Content-Length, not chunked."]},
+                          headers={"Connection": "close"})
+
+
 def not_found(request=None, exception=None):
     """Django's ``handler404`` and any unknown path."""
     return error_response(404, "not_found")
@@ -103,9 +110,10 @@ def unauthorized():
     return error_response(401, "unauthorized", headers={"WWW-Authenticate": "Bearer"})
 
 
-def forbidden():
-    """403 of SPEC 10: a valid token of the wrong scope, or for another instance."""
-    return error_response(403, "forbidden")
+def forbidden(detail=None):
+    """403 of SPEC 10: a valid token of the wrong scope, or for another instance; ``detail`` says what was needed
+    (``controlplane.api.auth.refusal_detail``)."""
+    return error_response(403, "forbidden", detail)
 
 
 def rate_limited(retry_after_s):
@@ -128,7 +136,7 @@ def envelope_exception_handler(exc, context):
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         return unauthorized()
     if isinstance(exc, exceptions.PermissionDenied):
-        return forbidden()
+        return forbidden(flatten_detail(exc.detail) if isinstance(exc.detail, dict) else None)
     if isinstance(exc, RouteBusy):
         return route_busy(int(exc.wait or 1))
     if isinstance(exc, exceptions.Throttled):

@@ -11,7 +11,7 @@ from rest_framework import exceptions
 from rest_framework.views import APIView
 
 from controlplane.api import errors, renderers, route_gate
-from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, write_allowance
+from controlplane.api.auth import BearerTokenAuthentication, ScopedAccess, may_access, refusal_detail, write_allowance
 from controlplane.api.parsers import parse_json_body
 from controlplane.api.rows import answers_of
 from controlplane.api.schema.answers import OkBody
@@ -110,7 +110,9 @@ def answer_write(view, request):
             data = view.parse_body(body)
         allowed, grant = may_access(request, grant, data, view.write_scope, scoped_read=not reads_body)
         if not allowed:
-            raise exceptions.PermissionDenied() if grant is not None else exceptions.NotAuthenticated()
+            if grant is None:
+                raise exceptions.NotAuthenticated()
+            raise exceptions.PermissionDenied(refusal_detail(request, grant, view.write_scope, not reads_body))
         if view.rate_limited:
             allowed, retry_after = write_allowance(request, grant, data)
             if not allowed:

@@ -7,6 +7,7 @@ from django.contrib.auth import middleware as auth_middleware
 from django.contrib.messages import middleware as messages_middleware
 
 from controlplane.api import errors
+from controlplane.api.body_length import CHUNKED, declared_length
 
 NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -60,11 +61,12 @@ def nul_refused(field):
 
 
 class BodySizeLimitMiddleware:
-    """Answer 413 in the SPEC envelope before a too-large body is read.
+    """Answer 413 in the SPEC envelope before a too-large body is read, and 411 to a body without a length.
 
-    A declared Content-Length over the limit is refused at once; a body
-    without one (chunked) is caught by Django's DATA_UPLOAD_MAX_MEMORY_SIZE,
-    which the API's exception handler turns into the same 413.
+    A declared Content-Length over the limit is refused at once. A chunked
+    body (no Content-Length) is refused with 411: neither Django nor the hot
+    lane reads one (WSGI reads Content-Length bytes), and an unread body
+    must never be answered as if it were empty.
     """
 
     def __init__(self, get_response):
@@ -75,13 +77,14 @@ class BodySizeLimitMiddleware:
 
 
 def body_size_refusal(meta):
-    """The answer to a request whose declared body is too large or not a number, else None
-    (``BodySizeLimitMiddleware``'s rule, and the hot lane's)."""
-    declared = meta.get("CONTENT_LENGTH") or "0"
+    """The answer to a request whose declared body is too large, not a number or not declared (chunked), else
+    None (``BodySizeLimitMiddleware``'s rule, and the hot lane's)."""
     try:
-        length = int(declared)
+        length = declared_length(meta)
     except ValueError:
         return errors.validation_error({"body": ["Content-Length is not a number."]})
+    if length is CHUNKED:
+        return errors.length_required()
     limit = body_limit(meta.get("PATH_INFO"))
     if length > limit:
         return errors.payload_too_large(limit)

@@ -50,6 +50,7 @@ from django.utils.http import parse_header_parameters
 from django.utils.log import log_response
 
 from controlplane.api import errors
+from controlplane.api.body_length import declared_length
 from controlplane.api.hot_path import HotWriteView, answer_write
 from controlplane.api.middleware import FORM_TYPES, body_size_refusal
 from controlplane.api.outage import answered_watching_recovery
@@ -119,10 +120,8 @@ class LaneRequest:
     @property
     def body(self):
         if self._body is None:
-            try:
-                length = int(self.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
+            # ``body_size_refusal`` has refused a length that is not a number, or none (chunked), before this.
+            length = declared_length(self.META)
             if settings.DATA_UPLOAD_MAX_MEMORY_SIZE is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
             self._body = self.META["wsgi.input"].read(length) if length > 0 else b""

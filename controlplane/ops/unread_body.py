@@ -23,23 +23,28 @@ Servers that drain an unread body themselves are left alone: Django's
 application.
 """
 
+from controlplane.api.body_length import CHUNKED, declared_length
+
 CLOSE = ("Connection", "close")
 DRAINING_SERVERS = ("WSGIServer/",)  # wsgiref's SERVER_SOFTWARE, as Django's runserver sets it
 
 
 def declares_body(environ):
     """Whether the request declares a body (a ``Content-Length`` other than 0, or ``Transfer-Encoding``)."""
-    return environ.get("CONTENT_LENGTH", "") not in ("", "0") or bool(environ.get("HTTP_TRANSFER_ENCODING"))
+    try:
+        return declared_length(environ) != 0
+    except ValueError:  # a body of a length that is not a number
+        return True
 
 
 def body_left_unread(environ, read):
     """Whether a request that declares a body was answered with less than all of it read (``read`` bytes)."""
-    if environ.get("HTTP_TRANSFER_ENCODING"):
-        return True  # no length: neither Django nor the lane reads such a body (WSGI reads CONTENT_LENGTH bytes)
     try:
-        return read < int(environ["CONTENT_LENGTH"])
+        length = declared_length(environ)
     except ValueError:  # refused as not a number (400); its end cannot be known
         return True
+    # No length (chunked): refused unread (411), and its end cannot be known either.
+    return length is CHUNKED or read < length
 
 
 class CountingInput:

@@ -91,9 +91,24 @@ def port_is_free(host, port):
     return True
 
 
+def refuse_taken(host, port, what):
+    """A ``CommandError`` (a clear line, a non-zero exit) when ``port`` is taken at ``host``. granian binds with
+    SO_REUSEPORT, so a second server on a taken port would start anyway and share it: requests (and reports)
+    split between two control planes and their databases (issue 47)."""
+    if not port_is_free(host, port):
+        raise CommandError(f"port {port} ({what}) is taken at {host}: another server listens there (another "
+                           f"`up`?). Stop it, or choose other ports: `up` takes --port and, for the routers' "
+                           f"listener, the next one (--route-port).")
+
+
 def route_port_of(host, port, asked):
-    """The route listener's port: ``asked`` (``--route-port``, else ``FLEETWATCH_ROUTE_PORT``; 0: none), or by
-    default the web port + 1 when it is free (a warning and none when it is not)."""
+    """The route listener's port: ``asked`` (``--route-port``, else ``FLEETWATCH_ROUTE_PORT``; 0: none; refused
+    when it is taken or the web port), or by default the web port + 1 when it is free (a warning and none when it
+    is not)."""
+    if asked == port:
+        raise CommandError(f"the route listener's port {asked} is the web port: choose another (--route-port)")
+    if asked:
+        refuse_taken(host, asked, "the route listener's, asked for")
     if asked is not None:
         return asked or None
     if port_is_free(host, port + 1):
@@ -201,12 +216,28 @@ def login_hint():
             "(once; README.md shows it without prompts)")
 
 
+def banner(roles, base_url, route_url, hint):
+    """What ``up`` says once everything answers: where each thing is, and what it needs."""
+    lines = [f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)"]
+    if "proxy" in roles:
+        metrics = f"{base_url}/metrics" + ("" if not settings.FLEETWATCH_AUTH else " (with a token: "
+                                           "./fw manage create_token --scope read --name scraper)")
+        lines.append(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {metrics}")
+    if route_url:
+        lines.append(f"  routers (placement, feedback): {route_url}")
+    if hint:
+        lines.append(hint)
+    return lines
+
+
 def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations=True, route_port=None):
     """Run the whole system until asked to stop; ``out`` (a command's stdout) hears what runs where."""
     roles = settings.FLEETWATCH_ROLES
     advertise_host = settings.FLEETWATCH_ADVERTISE_HOST or ("127.0.0.1" if host in WILDCARD_HOSTS else host)
     advertise_port = settings.FLEETWATCH_ADVERTISE_PORT or port
     base_url = f"http://{advertise_host}:{port}"
+    refuse_taken(host, port, "the web port")
+    route_port = route_port_of(host, port, settings.FLEETWATCH_ROUTE_PORT if route_port is None else route_port)
 
     migrate(out, apply_migrations)
     ensure_schedules(roles)
@@ -226,7 +257,6 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
     workers = workers or default_workers()
     raise_open_files_limit(workers)
     supervisor.add("web", web_server_argv(host, port, workers), env)
-    route_port = route_port_of(host, port, settings.FLEETWATCH_ROUTE_PORT if route_port is None else route_port)
     route_url = f"http://{advertise_host}:{route_port}" if route_port else None
     if route_port:
         supervisor.add("route", route_server_argv(host, route_port),
@@ -243,13 +273,8 @@ def run(out, *, host, port, start_agent, workers, agent_listen, apply_migrations
         for process in config.up_processes(context):
             supervisor.add(process.name, process.argv, {**env, **process.env}, essential=process.essential)
 
-    out.write(f"Fleetwatch is up ({', '.join(roles)}): dashboard {base_url}/  (Ctrl-C stops)")
-    if "proxy" in roles:
-        out.write(f"  this pool: {base_url}/pool/   API: {base_url}/api/docs/   metrics: {base_url}/metrics")
-    if route_url:
-        out.write(f"  routers (placement, feedback): {route_url}")
-    if hint:
-        out.write(hint)
+    for line in banner(roles, base_url, route_url, hint):
+        out.write(line)
     out.flush()
     code = supervisor.watch()
     out.write("Fleetwatch stopped.")

@@ -51,15 +51,14 @@ SECTIONS = ("instances", "load", "utilization", "engine", "resource_freshness_s"
 def load_view(load, capacity_configured):
     """The Load card's capacity part: ``capacity_note`` says why no load ratio is shown, None when it is.
 
-    A load against a capacity nobody configured (the default, or 0) is no
-    figure about the pool, so it is not shown as one. ``capacity_configured``
-    is None when the proxy did not say (an older or foreign one): its figure
-    is shown as sent.
+    A pool without a configured capacity (``FLEETWATCH_PROXY_CAPACITY`` unset
+    or 0: a capacity of 0) has no load ratio, and one note says so, as does an
+    older proxy's that sent its former default 8 with ``capacity_configured``
+    false. ``capacity_configured`` is None when the proxy did not say (a
+    foreign one): its figure is shown as sent.
     """
     capacity = whole(load.get("capacity"))
-    if capacity is None or capacity <= 0:
-        note = "no capacity declared"
-    elif capacity_configured is False:
+    if capacity is None or capacity <= 0 or capacity_configured is False:
         note = "capacity not configured"
     else:
         note = None

@@ -11,7 +11,7 @@
  *
  *   split(body) -> (start, end, packed) or None
  *       When body (bytes) is a JSON object with exactly one top-level
- *       "prompt_token_ids" member (its name written without escapes) whose
+ *       "prompt_token_ids" member, no top-level name written with an escape, whose
  *       value is an array of plain decimal integers from 0 to 2**32-1 (no
  *       sign, fraction, exponent or leading zero): the array's span
  *       body[start:end] and its items as 4 bytes each, little-endian.
@@ -122,7 +122,9 @@ static PyObject *split(PyObject *module, PyObject *arg) {
         const char *name = p + 1;
         p = past_string(p, end);
         if (p == NULL) goto none;
-        /* A name written with an escape is not these bytes, so it is left to the full parse. */
+        /* Any top-level name written with an escape may be "prompt_token_ids" spelt another way (a duplicate
+         * the full parse takes, the last one winning), so such a body is left to the full parse whole. */
+        if (memchr(name, '\\', (size_t)(p - 1 - name)) != NULL) goto none;
         int is_tokens = (size_t)(p - 1 - name) == TOKENS_NAME_LENGTH && memcmp(name, TOKENS_NAME, TOKENS_NAME_LENGTH) == 0;
         p = past_space(p, end);
         if (p == end || *p != ':') goto none;

@@ -29,6 +29,7 @@ from django.db import close_old_connections
 
 from agent.reporter import Backoff
 from controlplane import clock
+from controlplane.api.fields import MAX_INFLIGHT
 from controlplane.db_outage import DATABASE_UNAVAILABLE, Outage
 from proxy_app.models import SchedulerLinkState
 from proxy_app.pool.summary import advertised_address, advertised_url, pool_resource, proxy_id
@@ -74,8 +75,12 @@ class ProxyLink:
         }
 
     def load(self, summary):
+        """The pool's load as the Scheduler's heartbeat takes it. The sum of ``inflight`` is bounded by the
+        Scheduler's cap: one host's huge figure must not get every heartbeat of its pool refused (and the pool
+        taken out of fleet placement as stale); the pool_resource still carries the sum as it is."""
+        inflight = summary["load"]["inflight_total"]
         return {
-            "inflight": summary["load"]["inflight_total"],
+            "inflight": None if inflight is None else min(inflight, MAX_INFLIGHT),
             "qps_1m": summary["load"]["qps_1m_total"],
             "gpu_util": summary["utilization"]["gpu_util_avg"],
         }

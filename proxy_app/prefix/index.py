@@ -269,6 +269,8 @@ class PrefixIndex:
             start, size = start + size, 4 * size
         else:
             length = len(query)
+        if not lows:  # an empty query: nothing searched, a run of none (as the C walk answers it)
+            return 0, query, query, in_delta
         if len(lows) == 1:
             return length, lows[0][:length], counts[0][:length], in_delta
         return length, np.concatenate(lows)[:length], np.concatenate(counts)[:length], in_delta

@@ -34,6 +34,7 @@ RESYNCS = Counter("fleetwatch_prefix_resyncs", "Prefix-block bodies answered res
 # How long the change rows stay readable; a copy further behind rebuilds from PrefixBlock.
 CHANGE_KEEP_S = 120.0
 PRUNE_EVERY_S = 10.0
+CREATE_RACE_TRIES = 3  # the second finds the stream the winner of a race made; the third is to spare
 _pruned_at = [0.0]
 
 
@@ -88,11 +89,22 @@ def _clear(slot):
 
 def apply_body(body, now):
     """Apply one checked body (``proxy_app.api.prefix``) at ``now``; its ``Outcome``. An instance unregistered
-    while its body was being stored (its key refused at commit) is unknown, as it would be a moment later."""
-    try:
-        return _apply(body, now)
-    except IntegrityError:
-        return Outcome.UNKNOWN
+    while its body was being stored (its key refused at commit) is unknown, as it would be a moment later.
+
+    Any other refusal is a race: concurrent resets of a new engine each create its stream, and all but the first
+    are refused by ``prefix_engine_once`` (PostgreSQL; SQLite writes one at a time). That body is applied again,
+    now to the stream the first one made, under its row lock: only a missing instance is unknown.
+    """
+    tries = 1
+    while True:
+        try:
+            return _apply(body, now)
+        except IntegrityError:
+            if not Instance.objects.filter(pk=body["instance_id"]).exists():
+                return Outcome.UNKNOWN
+            if tries == CREATE_RACE_TRIES:
+                raise
+            tries += 1
 
 
 def _apply(body, now):

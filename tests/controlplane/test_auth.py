@@ -101,7 +101,10 @@ def test_it_refuses_a_revoked_token_with_401(api, known, path, body):
 def test_it_refuses_a_token_of_the_wrong_scope_with_403(api, known, scope, path, body):
     before = state()
     response = api.post(path, body, **bearer(issue(scope)))
-    assert (response.status_code, response.json()) == (403, FORBIDDEN)
+    needed = "proxy" if path.startswith("/v1/proxy/") else "instance"
+    # The 403 names the scope it needed, and the token's own.
+    assert (response.status_code, response.json()) == (403, {
+        **FORBIDDEN, "detail": {"scope": [f"Needs a token of scope {needed}; this one's scope is {scope}."]}})
     assert state() == before
 
 
@@ -128,7 +131,8 @@ def test_it_lets_a_bound_token_speak_for_its_own_instance_only(api, known, path,
     theirs = issue("instance", "theirs", ["i-2"])
     before = state()
     refused = api.post(path, body, **bearer(theirs))
-    assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
+    assert (refused.status_code, refused.json()) == (403, {
+        **FORBIDDEN, "detail": {"instance_id": ["This token is bound to other instance ids."]}})
     assert state() == before
     assert api.post(path, body, **bearer(mine)).status_code == 200
 
@@ -158,7 +162,8 @@ def test_it_lets_a_staff_session_read_but_not_a_plain_user(api, known, client, p
     user = User.objects.create_user("viewer", password="pw")
     client.force_login(user)
     response = api.as_anonymous().get(path, **params)
-    assert (response.status_code, response.json()) == (403, FORBIDDEN)
+    assert (response.status_code, response.json()) == (403, {
+        **FORBIDDEN, "detail": {"session": ["Reads need a valid token or the session of a staff user."]}})
     user.is_staff = True
     user.save()
     assert api.as_anonymous().get(path, **params).status_code == 200

@@ -120,3 +120,20 @@ def test_it_serves_the_schema_and_the_docs_page_without_a_cdn(client):
     assert docs.status_code == 200
     page = docs.content.decode()
     assert "swagger-ui" in page and "cdn" not in page.lower()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/schema/", "/api/docs/"])
+def test_it_takes_no_http_basic_password_for_the_schema_or_the_docs(client, path):
+    # DRF's default authentication (session and HTTP Basic) applied here: any user's password was checked, a
+    # PBKDF2 hash per try with no rate limit. The API's own authentication applies: a Basic header is not a token.
+    import base64
+
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("operator", password="right-password")
+    basic = "Basic " + base64.b64encode(b"operator:right-password").decode()
+    answer = client.get(path, HTTP_AUTHORIZATION=basic)
+    assert (answer.status_code, answer.json()["error"]) == (401, "unauthorized")
+    assert answer["WWW-Authenticate"] == "Bearer"
+    assert client.get(path).status_code == 200  # open without a header, as before

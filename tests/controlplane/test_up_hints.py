@@ -33,3 +33,15 @@ def test_it_says_nothing_with_auth_off(settings):
     settings.FLEETWATCH_AUTH = False
 
     assert login_hint() is None
+
+
+def test_its_banner_says_metrics_needs_a_token_while_auth_is_on(settings):
+    # /metrics answers 401 without one; the banner listed it bare (issue 47).
+    from controlplane.ops.up import banner
+
+    settings.FLEETWATCH_AUTH = True
+    lines = banner(["proxy"], "http://127.0.0.1:8000", "http://127.0.0.1:8001", None)
+    assert "metrics: http://127.0.0.1:8000/metrics (with a token: ./fw manage create_token --scope read" in lines[1]
+    assert lines[2] == "  routers (placement, feedback): http://127.0.0.1:8001"
+    settings.FLEETWATCH_AUTH = False
+    assert banner(["proxy"], "http://127.0.0.1:8000", None, None)[1].endswith("metrics: http://127.0.0.1:8000/metrics")

@@ -38,3 +38,17 @@ def test_by_default_none_with_a_warning_when_the_next_port_is_taken(caplog):
         with caplog.at_level(logging.WARNING, logger="fleetwatch.up"):
             assert route_port_of("127.0.0.1", port, None) is None
     assert f"port {port + 1} is taken: no route listener" in caplog.text
+
+
+def test_an_asked_port_that_is_taken_or_the_web_port_is_refused():
+    import pytest
+    from django.core.management.base import CommandError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError, match=f"port {port} .*is taken at 127.0.0.1"):
+            route_port_of("127.0.0.1", port - 1, port)
+    with pytest.raises(CommandError, match="is the web port"):
+        route_port_of("127.0.0.1", 8000, 8000)

@@ -186,7 +186,7 @@ def test_it_reads_the_same_number_of_queries_for_3_or_40_instances(staff, frozen
 
 
 @pytest.mark.parametrize("configured, shown", [
-    (False, "capacity not configured"),  # the default 8: 12 in flight is no share of anything
+    (False, "capacity not configured"),  # an older proxy's default 8: 12 in flight is no share of anything
     (True, "capacity 8 · load 150.0 %"),
 ])
 def test_it_shows_a_load_only_against_a_configured_capacity(page, frozen, settings, cpu_host, instance_heartbeat,
@@ -199,11 +199,11 @@ def test_it_shows_a_load_only_against_a_configured_capacity(page, frozen, settin
     assert configured or "%" not in note
 
 
-def test_a_pool_without_capacity_says_none_is_declared(page, frozen, settings, cpu_host, instance_heartbeat):
-    settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = 0, True
+def test_a_pool_without_capacity_says_it_is_not_configured(page, frozen, cpu_host, instance_heartbeat):
+    # Unset (this test environment's) and 0 are one thing: no capacity, no load ratio, one note (issue 47).
     cpu_host("cpu-1")
     instance_heartbeat("cpu-1", inflight=3)
-    assert one(page("/pool/"), "pool-load-note") == "– qps · no capacity declared"
+    assert one(page("/pool/"), "pool-load-note") == "– qps · capacity not configured"
 
 
 def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, frozen, cpu_host):
@@ -218,3 +218,15 @@ def test_a_stale_instance_shows_its_last_admission_state_as_not_current(page, fr
         assert "badge--ok" not in old, view  # no green badge for a host taking no work
         new = html.split('data-instance-id="new"')[1]
         assert '<span class="badge badge--ok" data-admission-current="true">accepting</span>' in new, view
+
+
+def test_alive_means_one_thing_on_the_page(page, frozen, cpu_host):
+    # The status card said "1 alive of 2 · 1 suspect" while the instances card beside it said "2 alive of 2": that
+    # card counts SPEC 5's instances.alive, every instance within its TTL, suspect ones too (issue 47).
+    cpu_host("quiet")
+    frozen.shift(20)  # past its alive window (a heartbeat interval and a half), within its TTL: suspect
+    cpu_host("fresh")
+    text = text_of(page("/pool/"))
+    assert "1 alive of 2" in text and "1 suspect" in text
+    assert "2 within TTL of 2" in text
+    assert text.count("alive of") == 1

@@ -291,3 +291,15 @@ def test_it_answers_an_unknown_path_with_a_json_404(api, frozen):
     response = api.get("/v1/instance/nothing-here")
     assert response.status_code == 404
     assert response.json()["ok"] is False
+
+
+@pytest.mark.parametrize("path", [*POST_ENDPOINTS, "/v1/placement"])
+def test_it_refuses_a_chunked_body_with_411_never_reading_it_as_empty(api, existing, path):
+    # WSGI reads Content-Length bytes: a chunked body would be read as empty, and an empty body is no data (a
+    # placement with no model and no count answered 200, a report a misleading 400 "instance_id required").
+    before = existing()
+    raw = body(path) if path in VALID else '{"model": "nomodel", "count": "bad"}'
+    response = api.post(path, raw=raw, HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="")
+    assert_envelope(response, status=411, error="length_required")
+    assert response["Connection"] == "close"
+    assert existing() == before

@@ -44,7 +44,7 @@ def test_it_registers_first_with_a_pool_summary(link):
     proxy = Proxy.objects.get(pk="pool-a")
     assert proxy.pool_resource["proxy_id"] == "pool-a"
     assert proxy.pool_resource["schema_version"] == 1
-    assert proxy.max_capacity == 8
+    assert proxy.max_capacity == 0  # FLEETWATCH_PROXY_CAPACITY unset: declared by nobody
 
 
 def test_it_heartbeats_with_a_fresh_summary(link):
@@ -57,6 +57,24 @@ def test_it_heartbeats_with_a_fresh_summary(link):
     assert PoolResourceSample.objects.filter(proxy_id="pool-a").count() == 2
 
 
+def test_one_hosts_huge_inflight_does_not_get_its_pools_heartbeats_refused(link):
+    from controlplane.api.fields import MAX_INFLIGHT
+
+    now = __import__("time").time()
+    link.step()
+    for name in ("i-1", "i-2"):
+        Instance.objects.register(instance_id=name, host="h", port=1, endpoints=[], tags=[], weight=1.0, meta={},
+                                  capabilities=None, now=now)
+        Instance.objects.heartbeat(name, now, {"inflight": MAX_INFLIGHT})
+    assert link.step() == 2.0
+    state = SchedulerLinkState.objects.get(pk="pool-a")
+    assert state.consecutive_failures == 0
+    assert state.last_action == "heartbeat"
+    proxy = Proxy.objects.get(pk="pool-a")
+    assert proxy.inflight == MAX_INFLIGHT
+    assert proxy.pool_resource["instances"]["alive"] == 2
+
+
 def test_it_sends_meta_patch_only_when_the_meta_changed(link, proxy_settings):
     link.step()
     summary = {"load": {"inflight_total": None, "qps_1m_total": None}, "utilization": {"gpu_util_avg": None}}
@@ -66,7 +84,7 @@ def test_it_sends_meta_patch_only_when_the_meta_changed(link, proxy_settings):
 
 
 def test_it_tells_the_scheduler_whether_the_capacity_was_configured(link, proxy_settings):
-    proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = False  # the default 8
+    proxy_settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED = False  # unset
     link.step()
     assert Proxy.objects.get(pk="pool-a").meta["capacity_configured"] is False
     summary = {"load": {"inflight_total": None, "qps_1m_total": None}, "utilization": {"gpu_util_avg": None}}

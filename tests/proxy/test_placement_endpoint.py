@@ -99,6 +99,7 @@ def test_it_takes_route_and_read_tokens_only(api, serving):
     for scope in ("instance", "proxy"):
         refused = api.get(ENDPOINT, HTTP_AUTHORIZATION=f"Bearer {api.token(scope)}")
         assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
+        assert refused.json()["detail"] == {"scope": [f"Needs a token of scope route or read; this one's scope is {scope}."]}
         assert "x-fleetwatch-verdict" not in refused
     anonymous = api.as_anonymous().get(ENDPOINT)
     assert (anonymous.status_code, anonymous["WWW-Authenticate"]) == (401, "Bearer")

@@ -254,7 +254,9 @@ def test_it_divides_inflight_by_the_configured_capacity(frozen, settings, gpu_ho
     assert load["load_ratio"] == 0.75
 
 
-def test_it_keeps_a_measured_zero_load_apart_from_an_unknown_one(frozen, gpu_host, instance_heartbeat, pool_resource):
+def test_it_keeps_a_measured_zero_load_apart_from_an_unknown_one(frozen, settings, gpu_host, instance_heartbeat,
+                                                                pool_resource):
+    settings.FLEETWATCH_PROXY_CAPACITY = 8
     gpu_host("i-1")
     load = pool_resource()["load"]
     assert load["inflight_total"] is None
@@ -264,6 +266,31 @@ def test_it_keeps_a_measured_zero_load_apart_from_an_unknown_one(frozen, gpu_hos
     assert load["inflight_total"] == 0
     assert load["qps_1m_total"] == 0.0
     assert load["load_ratio"] == 0.0
+
+
+def test_an_unset_capacity_is_none_declared_in_the_settings_and_the_answer(frozen, gpu_host, instance_heartbeat,
+                                                                          pool_resource):
+    # Unset, the answer said 8 (the schema: "0 when unset") and load_ratio 1190.375 with 200 hosts busy, while the
+    # page said "capacity not configured" (issue 47). This test environment leaves FLEETWATCH_PROXY_CAPACITY unset.
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    from tests.live import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "FLEETWATCH_PROXY_CAPACITY"}
+    unset = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                            "print(settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED)"],
+                           cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "controlplane.settings"},
+                           capture_output=True, text=True, check=True)
+    assert unset.stdout.split() == ["0", "False"]
+    assert (settings.FLEETWATCH_PROXY_CAPACITY, settings.FLEETWATCH_PROXY_CAPACITY_CONFIGURED) == (0, False)
+    gpu_host("i-1")
+    instance_heartbeat("i-1", inflight=12)
+    load = pool_resource()["load"]
+    assert (load["inflight_total"], load["capacity"], load["load_ratio"]) == (12, 0, None)
 
 
 def test_it_has_no_load_ratio_without_a_capacity(frozen, settings, gpu_host, instance_heartbeat, pool_resource):

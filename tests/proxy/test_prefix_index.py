@@ -92,9 +92,13 @@ def test_its_lookup_is_built_in_c_by_the_install():
 # The lookup runs in C where the install built it (proxy_app/prefix/_runs.c), else in numpy: both answer as the model.
 @pytest.mark.parametrize("lookup", ["c", "numpy"])
 @settings(max_examples=150, deadline=None)
-@given(OPS, st.lists(st.integers(0, 9), min_size=1, max_size=6))
+@given(OPS, st.lists(st.integers(0, 9), min_size=0, max_size=6))
 # A key the base holds, added again and then removed: it is gone (the removal took only the delta's pair once).
 @example(ops=[("add", 0, [0, 0]), ("add", 0, [0] * 6), ("add", 0, [0]), ("remove", 0, [0])], prompt=[0])
+@example(ops=[("add", 0, [0, 1])], prompt=[])  # the numpy walk raised on an empty prompt where C answers {}
+@example(ops=[("add", 0, [0, 1]), ("merge", 0, [])], prompt=[])
+@example(ops=[("add", 0, [0, 1]), ("merge", 0, [])], prompt=[0])
+@example(ops=[("add", 0, [0, 1])], prompt=[5])
 def test_it_answers_what_a_model_of_sets_answers_through_any_changes(lookup, ops, prompt):
     saved = index_module.MERGE_MIN, index_module.FIRST_CHUNK, index_module.compiled_runs
     index_module.MERGE_MIN = 8  # merges happen within the example
@@ -121,6 +125,18 @@ def test_it_answers_what_a_model_of_sets_answers_through_any_changes(lookup, ops
             assert index.hits(prompt) == model_hits(sets, owners, prompt)
     finally:
         index_module.MERGE_MIN, index_module.FIRST_CHUNK, index_module.compiled_runs = saved
+
+
+@pytest.mark.parametrize("prompt", [[], [1], [7], [1, 2]])
+@pytest.mark.parametrize("merged", [False, True])
+def test_its_c_and_numpy_walks_answer_alike_on_empty_and_one_item_queries(prompt, merged):
+    index = PrefixIndex()
+    index.apply(0, "i-0", added=[1, 2])
+    index.apply(1, "i-1", added=[1])
+    if merged:
+        index.merge()
+    compiled = index_module.compiled_runs(index.keys, index.slots, index.dead, prompt, index.added, index.removed)
+    assert index.numpy_runs(prompt) == compiled
 
 
 def test_learned_records_expire_and_leave_with_their_instance():

@@ -55,7 +55,9 @@ def test_it_hands_over_a_plain_array_as_packed_bytes_and_the_rest_as_parsed():
     b'{"prompt_token_ids": [-0]}', b'{"prompt_token_ids": [true]}', b'{"prompt_token_ids": [1,]}',
     b'{"prompt_token_ids": [,1]}', b'{"prompt_token_ids": [1 2]}', b'{"prompt_token_ids": [1]',
     b'{"prompt_token_ids": [1], "prompt_token_ids": [2]}', b'{"prompt_token_ids": null, "prompt_token_ids": [2]}',
-    b'{"prompt_\\u0074oken_ids": [1]}', b'{"prompt_token_ids": "[1]"}', b'{"prompt_token_ids": [1]} x',
+    b'{"prompt_\\u0074oken_ids": [1]}', b'{"prompt_token_ids":[1,2],"prompt_\\u0074oken_ids":[3]}',
+    b'{"prompt_\\u0074oken_ids":[3],"prompt_token_ids":[1,2]}', b'{"a\\u0062": 1, "prompt_token_ids": [1]}',
+    b'{"prompt_token_ids": "[1]"}', b'{"prompt_token_ids": [1]} x',
     b'{"prompt_token_ids": [1]}}', b'{"a": "\\"prompt_token_ids\\": [1]", "b": 1}', b'[{"prompt_token_ids": [1]}]',
     b'{"a": [1, {"prompt_token_ids": [1]}], "prompt_token_ids": [2]}', b'{"a": 1 "prompt_token_ids": [1]}',
     b'{"a": nul, "prompt_token_ids": [1]}', b'{"a": "\\ud800", "prompt_token_ids": [1]}',
@@ -91,6 +93,8 @@ def test_every_json_object_is_read_as_the_whole_parse_reads_it(data):
     assert_same(raw)
     ids = value.get(FIELD)
     plain = isinstance(ids, list) and all(type(item) is int and 0 <= item <= MAX_TOKEN_ID for item in ids)
+    # A top-level name written with an escape (as json.dumps may write any of them) sends the body to the whole parse.
+    plain = plain and not any("\\" in json.dumps(name) for name in value)
     if plain and outcome(parse_json_body, raw)[0] == "data":
         assert isinstance(parse_placement_body(raw)[FIELD], bytes), "a plain array is read by the C module"
 

@@ -127,7 +127,9 @@ def test_the_proxy_normalises_its_snapshots_to_the_figures_they_carry():
         if engines:
             newest = max(engine["scraped_at_ms"] for engine in engines)
             assert columns["engine_sample_age_ms"] == snapshot["timestamp_ms"] - newest
-            assert columns["engine_models"] == sorted({engine["model"] for engine in engines if engine["model"]})
+            served = {entry["id"] for engine in engines for entry in engine.get("served") or () if not entry["parent"]}
+            assert columns["engine_models"] == sorted({engine["model"] for engine in engines if engine["model"]}
+                                                      | served)
 
 
 def test_its_unhealthy_gpus_say_why_and_some_give_no_valid_sample():

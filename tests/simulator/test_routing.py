@@ -212,6 +212,8 @@ def test_a_client_routes_over_the_alive_instances_of_its_fleet():
     (200, {"verdict": "queue", "candidates": [{"instance_id": "r-2"}]}, (routing.SEND, "r-2")),
     (200, {"verdict": "accept", "candidates": []}, (routing.UNAVAILABLE, None)),
     (429, {"verdict": "shed", "candidates": [{"instance_id": "r-0"}]}, (routing.SHED, None)),
+    # The route lane's 429 is no verdict: counted apart from a shed (issue 47).
+    (429, {"ok": False, "error": "route_busy", "detail": {"body": ["…"]}}, (routing.ROUTE_BUSY, None)),
     (503, {"verdict": "unavailable", "candidates": []}, (routing.UNAVAILABLE, None)),
     (404, {"ok": False, "error": "not_found"}, (routing.ROUTE_ERROR, None)),
     (200, None, (routing.ROUTE_ERROR, None)),
@@ -241,6 +243,35 @@ def test_the_row_has_the_quantiles_of_the_served_and_every_failure_counted():
     assert (row["ttft_p50_s"], row["ttft_p90_s"], row["ttft_p99_s"]) == (0.5, 0.9, 0.99)
     assert row["served"] == 100 and row["shed"] == 1 and row["failed"] == 3
     assert quantile([], 0.5) is None
+
+
+def test_the_row_counts_a_full_route_lane_apart_from_a_shed():
+    row = PolicyScore(requests=3, shed=1, route_busy=2).as_row()
+    assert (row["shed"], row["route_busy"], row["failed"]) == (1, 2, 0)
+
+
+def test_the_route_listener_is_the_web_port_plus_one_unless_named():
+    from simulator.routing_run import RoutingConfig
+
+    assert RoutingConfig(proxy_url="http://127.0.0.1:8000/").placement_url == "http://127.0.0.1:8001"
+    assert RoutingConfig(proxy_url="http://pool.example").placement_url == "http://pool.example:81"
+    assert RoutingConfig(route_url="http://10.0.0.1:9001/").placement_url == "http://10.0.0.1:9001"
+
+
+def test_the_table_prints_shed_and_route_busy_apart():
+    from rich.console import Console
+
+    from simulator.display import routing_table
+
+    row = {**PolicyScore(requests=5, shed=1, route_busy=2).as_row(), "feedback_route_busy": 3, "feedback_failures": 0}
+    result = {"routing": {"placement": row}, "route_url": "http://127.0.0.1:8001", "targets": {},
+              "workload": {"hosts": 4, "gpu_counts": [1], "seed": 0, "rate_per_s": 1.0, "duration_s": 5}}
+    console = Console(width=200, record=True)
+    console.print(routing_table(result))
+    text = console.export_text()
+    assert "shed" in text and "route busy" in text
+    assert "placement's feedback: 3 route busy, 0 failed" in text
+    assert "http://127.0.0.1:8001 (the route listener)" in text
 
 
 def test_the_targets_compare_the_p90s_and_judge_nothing_that_was_not_run():

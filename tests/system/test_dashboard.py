@@ -86,7 +86,8 @@ def scraped_names(server):
 
 
 def test_every_queried_family_is_in_a_real_scrape(servers):
-    server = servers(roles="proxy,scheduler").start()
+    # A capacity: without one the pool has no load_ratio, and no such sample (issue 47).
+    server = servers(roles="proxy,scheduler", env={"FLEETWATCH_PROXY_CAPACITY": "8"}).start()
     report_a_gpu_host(server)
     needed = {"fleetwatch_fleet_pool_instances_alive", "fleetwatch_link_last_success_age_seconds",
               "fleetwatch_recorder_last_record_age_seconds", "fleetwatch_gpu_power_watts", "fleetwatch_pool_load_ratio"}

@@ -44,3 +44,31 @@ def test_it_answers_every_register_and_unregister_racing_for_the_same_ids(server
         thread.join(300)
     assert len(statuses) == CLIENTS * ROUNDS * 5
     assert set(statuses) == {200}, {status: statuses.count(status) for status in set(statuses)}
+
+
+def test_concurrent_resets_of_a_new_engine_are_all_applied(servers):
+    """Eight resets at once of a new engine of a registered instance, in rounds: each is applied. On PostgreSQL all
+    but the first create of the engine's stream lost the race on ``prefix_engine_once`` and were answered
+    ``unknown_instance``, and the agent then drops its registration (issue 47)."""
+    server = servers(roles="proxy", env={"FLEETWATCH_RATE_LIMIT": "0"}).start()
+    assert server.post("/v1/instance/register", {"instance_id": "i-1", "host": "10.0.0.1", "port": 1}).ok
+    senders, rounds, answers = 8, 6, []
+
+    def send(engine, epoch, barrier):
+        body = {"instance_id": "i-1", "engine": engine, "epoch": epoch, "seq": 0, "block_tokens": 16,
+                "reset": True, "added": [epoch]}
+        with requests.Session() as session:
+            session.get(server.url + "/healthz", timeout=30)  # connected before the barrier
+            barrier.wait()
+            answer = session.post(server.url + "/v1/instance/prefix_blocks", json=body, timeout=30)
+        answers.append((answer.status_code, answer.json()))
+
+    for round_ in range(rounds):
+        barrier = threading.Barrier(senders)
+        threads = [threading.Thread(target=send, args=(f"http://127.0.0.1:{9000 + round_}", n, barrier))
+                   for n in range(senders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert answers == [(200, {"ok": True, "resync": False})] * (senders * rounds)

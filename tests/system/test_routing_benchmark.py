@@ -11,15 +11,21 @@ import pytest
 from simulator.cli import DEFAULT_TOKENIZER
 from simulator.routing import MIXED_POLICIES, POLICIES
 from simulator.workload import MODEL
-from tests.live import ROOT
+from tests.live import ROOT, free_port
 
 pytestmark = pytest.mark.live
 
-FIELDS = {"requests", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "shed", "failed", "sent_to_failed_host_after_2s"}
+FIELDS = {"requests", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "shed", "route_busy", "failed",
+          "sent_to_failed_host_after_2s"}
 
 
 def test_it_routes_the_workload_by_every_policy_and_writes_the_table(servers, tmp_path):
-    server = servers(roles="proxy").start()
+    # The router asks on the route listener (the web port + 1 by default, as `up` puts it): on the web port a
+    # full route lane's 429 route_busy was counted as a shed verdict (issue 47).
+    server = servers(roles="proxy")
+    server.extra_env["FLEETWATCH_ROUTE_PORT"] = str(server.port + 1)
+    server.route_url = f"http://127.0.0.1:{server.port + 1}"
+    server.start()
     path = tmp_path / "routing.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "simulate_fleet", "--routing-benchmark", "--proxy-url", server.url,
@@ -27,7 +33,10 @@ def test_it_routes_the_workload_by_every_policy_and_writes_the_table(servers, tm
         cwd=ROOT, env=server.env(), capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    routing = json.loads(path.read_text())["routing"]
+    result = json.loads(path.read_text())
+    routing = result["routing"]
+    assert result["route_url"] == server.route_url
+    assert "route busy" in run.stdout
 
     assert list(routing) == list(MIXED_POLICIES)
     for policy, row in routing.items():
@@ -39,11 +48,12 @@ def test_it_routes_the_workload_by_every_policy_and_writes_the_table(servers, tm
 
 
 def test_it_routes_the_shared_prefix_workload_by_the_six_policies_with_the_engines_publishing(servers, tmp_path):
-    server = servers(roles="proxy").start()
+    server = servers(roles="proxy", env={"FLEETWATCH_ROUTE_PORT": str(free_port())}).start()
     path = tmp_path / "routing.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "simulate_fleet", "--routing-benchmark", "--workload",
-         "shared-prefix", "--proxy-url", server.url, "--routing-duration", "4", "--routing-hosts", "8",
+         "shared-prefix", "--proxy-url", server.url, "--route-url", server.route_url,
+         "--routing-duration", "4", "--routing-hosts", "8",
          "--no-progress", "--json", str(path)],
         cwd=ROOT, env=server.env(), capture_output=True, text=True, timeout=300,
     )
@@ -63,11 +73,13 @@ def test_it_routes_the_shared_prefix_workload_by_the_six_policies_with_the_engin
 def test_it_sends_the_prompts_as_chats_the_proxy_tokenizes_and_the_engines_hit_their_keys(servers, tmp_path):
     # The Proxy tokenizes with the tokenizer the simulator writes its prompts with (its default, the tests' tiny one).
     tokenizers = json.dumps({MODEL: str(DEFAULT_TOKENIZER)})
-    server = servers(roles="proxy", env={"FLEETWATCH_TOKENIZERS": tokenizers}).start()
+    server = servers(roles="proxy", env={"FLEETWATCH_TOKENIZERS": tokenizers,
+                                         "FLEETWATCH_ROUTE_PORT": str(free_port())}).start()
     path = tmp_path / "routing.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "simulate_fleet", "--routing-benchmark", "--workload",
          "shared-prefix", "--prompt-form", "chat", "--route", "placement", "--proxy-url", server.url,
+         "--route-url", server.route_url,
          "--routing-duration", "6", "--routing-hosts", "8", "--no-progress", "--json", str(path)],
         cwd=ROOT, env=server.env(), capture_output=True, text=True, timeout=180,
     )

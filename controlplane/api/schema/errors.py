@@ -36,7 +36,9 @@ UNAUTHORIZED = error_answer(
 )
 FORBIDDEN = error_answer("forbidden", """A valid token of the wrong scope, a token bound to other instance ids, or a
     session of a user who is not staff (SPEC 10). Nothing was written.""",
-                         "Not allowed with these credentials.", detail=None)
+                         "Not allowed with these credentials; `detail` says what was needed: the scope "
+                         "(`scope`), an instance id of the token's own (`instance_id`) or a staff session "
+                         "(`session`).", detail="optional")
 NOT_FOUND = error_answer("not_found", "Nothing known under that id.", "Unknown id.", detail="optional")
 METHOD_NOT_ALLOWED = error_answer(
     "method_not_allowed", "A method this path does not serve.",
@@ -46,6 +48,10 @@ METHOD_NOT_ALLOWED = error_answer(
 PAYLOAD_TOO_LARGE = error_answer(
     "payload_too_large", "A body over ``FLEETWATCH_MAX_BODY_BYTES`` (default 256 KiB). Nothing was written.",
     "Body too large.",
+)
+LENGTH_REQUIRED = error_answer(
+    "length_required", "A body sent chunked (`Transfer-Encoding`) without a `Content-Length`: it is not read, and "
+    "never taken for an empty one. Nothing was written.", "Send the body with a `Content-Length`.",
 )
 UNSUPPORTED_MEDIA_TYPE = error_answer("unsupported_media_type",
                                       "A body that is not `application/json`. Nothing was written.", "Not a JSON body.")
@@ -86,7 +92,7 @@ def read_errors():
 
 def write_errors():
     """What any write (POST) of the API can answer besides its own answers."""
-    return {**read_errors(), 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
+    return {**read_errors(), 411: LENGTH_REQUIRED, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED}
 
 
 def besides(answers, errors):
