@@ -134,7 +134,10 @@ def alternate(url, token, samples, placement_path, body):
         connection.getresponse().read()
         middle = time.perf_counter()
         connection.request("POST", placement_path, bodies[n % len(bodies)], headers)
-        response = connection.getresponse()
+        try:
+            response = connection.getresponse()
+        except TimeoutError:
+            raise SystemExit(f"no answer to body {n % len(bodies)} within 30 s: {bodies[n % len(bodies)][:300]}")
         answer = response.read()
         done = time.perf_counter()
         if n >= 50:  # the first answers build the boards
@@ -182,11 +185,11 @@ def percentiles(values):
     return statistics.median(values), values[int(len(values) * 0.99) - 1]
 
 
-def report(what, health, placed):
+def report(what, health, placed, targets=(2, 3)):
     h50, h99 = percentiles(health)
     p50, p99 = percentiles(placed)
     print(f"{what}: /healthz p50 {h50:.3f} ms p99 {h99:.3f} ms · placement p50 {p50:.3f} ms p99 {p99:.3f} ms · "
-          f"p50 {p50 / h50:.2f}× (target ≤ 2) · p99 {p99 / h99:.2f}× (target ≤ 3)")
+          f"p50 {p50 / h50:.2f}× (target ≤ {targets[0]:g}) · p99 {p99 / h99:.2f}× (target ≤ {targets[1]:g})")
 
 
 def main():
@@ -269,13 +272,15 @@ def measure(args, deployment, tokens, state, label, last=True):
                 print(f"  (source, cached blocks) of the candidates seen: {hits}; each tenant's instances hold "
                       f"{prefix_index.expected_hits(args.instances, args.prefix_keys)} (blocks, of the prompt's)")
             if args.text:
-                for what, bodies in (("a chat: a 4,000-token system prompt seen before, a new 100-token turn",
-                                      prefix_index.chat_bodies(args.instances)),
-                                     ("a cold 4,000-token text prompt", prefix_index.cold_text_bodies(
-                                         args.samples + 50))):
+                # Issue 43's targets for the chat: p50 ≤ 2.5×, p99 ≤ 4×; the cold text's is in process
+                # (bench.text_prompts: the tokenizer's own encode + 0.5 ms), shown here through the server.
+                for what, bodies, targets in (
+                        ("a chat: a 4,000-token system prompt seen before, a new 100-token turn",
+                         prefix_index.chat_bodies(args.instances), (2.5, 4)),
+                        ("a cold 4,000-token text prompt", prefix_index.cold_text_bodies(args.samples + 50), None)):
                     health, placed, seen = alternate(server.url, tokens["route"], args.samples, "/v1/placement",
                                                      bodies)
-                    report(f"Proxy placement, {what}", health, placed)
+                    report(f"Proxy placement, {what}", health, placed, *([targets] if targets else []))
                     errors = sorted({(a.get("prompt_error"), a.get("prompt_tokens") // 100 * 100) for _, a in seen})
                     print(f"  (prompt_error, prompt tokens to the hundred) seen: {errors}")
             # The first placement with a prompt starts the server's thread that follows the index: the same

@@ -54,6 +54,7 @@ def main():
     def proxy_path(body):
         data = PLACEMENT_BODY(body)
         prompt = read_prompt(data, MODEL)
+        assert prompt.error is None, prompt
         return prompt_keys(MODEL, prompt.ids[:-4], 16)
 
     texts = [text_of(2_000_000 + n, SYSTEM_WORDS) for n in range(2 * args.samples)]
@@ -86,8 +87,8 @@ def main():
     after = tracemalloc.take_snapshot()
     measured = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     tracemalloc.stop()
-    print(f"segment cache: {entries} segments of ~{SYSTEM_WORDS * 6} characters: accounted {cache.bytes / entries:,.0f} "
-          f"bytes each, measured {measured / entries:,.0f}; the default bound of "
+    print(f"segment cache: {entries} segments of ~{SYSTEM_WORDS * 6} characters: accounted "
+          f"{cache.bytes / entries:,.0f} bytes each, measured {measured / entries:,.0f}; the default bound of "
           f"{cache.max_bytes / 2**20:.0f} MiB holds about {cache.max_bytes // (cache.bytes / entries):,.0f} of them "
           f"per process")
 
