@@ -64,6 +64,11 @@ ROUTING_PROFILE = FleetProfile(
     capabilities_share=0.0, engine_fault_share=0.0, engine_bursts_per_hour=0.0, gpu_counts_in_turn=True)
 
 
+# What a request the router did not send counts as, by its router's action (``PolicyScore``'s fields).
+UNSENT = {routing.SHED: "shed", routing.ROUTE_BUSY: "route_busy", routing.UNAVAILABLE: "unavailable",
+          routing.ROUTE_ERROR: "route_errors"}
+
+
 class WarmUpError(RuntimeError):
     """The Proxy never listed a policy's fleet with its reports: nothing to route over."""
 
@@ -275,17 +280,9 @@ class PolicyRun:
         refused, asked = [], RoutedRequest(prompt, output)
         while len(refused) < routing.MAX_ATTEMPTS:
             action, instance_id = await self.router.route(asked, loop.time() - self.t0, refused)
-            if action == routing.SHED:
-                score.shed += 1
-                return
-            if action == routing.ROUTE_BUSY:
-                score.route_busy += 1
-                return
-            if action == routing.UNAVAILABLE:
-                score.unavailable += 1
-                return
-            if action == routing.ROUTE_ERROR:
-                score.route_errors += 1
+            counted = UNSENT.get(action)
+            if counted is not None:  # not sent anywhere: counted by why
+                setattr(score, counted, getattr(score, counted) + 1)
                 return
             if await self._send(instance_id, prompt, output, arrived_ms):
                 return

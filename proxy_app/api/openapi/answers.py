@@ -61,13 +61,14 @@ class Unregistered(serializers.Serializer):
     ok = serializers.BooleanField(help_text="true: removed; false: it was not registered. Both 200.")
 
 
-HEARTBEAT_ANSWER = PolymorphicProxySerializer(
-    component_name="InstanceHeartbeatAnswer", resource_type_field_name=None,
-    serializers=[OkBody, UnknownInstance, CapabilityFingerprintRejected],
-)
-SNAPSHOT_ANSWER = PolymorphicProxySerializer(
-    component_name="SnapshotAnswer", resource_type_field_name=None, serializers=[SnapshotAccepted, UnknownInstance],
-)
+def or_unknown_instance(component_name, *taken):
+    """An instance write's 200: what it answers when taken, or ``UnknownInstance`` (one of the schema's oneOf)."""
+    return PolymorphicProxySerializer(component_name=component_name, resource_type_field_name=None,
+                                      serializers=[*taken, UnknownInstance])
+
+
+HEARTBEAT_ANSWER = or_unknown_instance("InstanceHeartbeatAnswer", OkBody, CapabilityFingerprintRejected)
+SNAPSHOT_ANSWER = or_unknown_instance("SnapshotAnswer", SnapshotAccepted)
 
 
 INSTANCE_HISTORY = history_answer("InstanceHistory", "instance_id", "InstancePoint", InstanceSample)

@@ -26,7 +26,7 @@ from controlplane.api.schema.operations import write_operation
 from controlplane.api.schema.placement import answer_fields, placement_operation
 from controlplane.endpoints.models import NAME_LENGTH
 from controlplane.figures import MAX_DB_INT
-from proxy_app.api.openapi.answers import UnknownInstance
+from proxy_app.api.openapi.answers import or_unknown_instance
 from proxy_app.api.serializers import (
     ENDPOINT_COUNT,
     ENDPOINT_HEADERS,
@@ -177,9 +177,7 @@ class FeedbackTaken(serializers.Serializer):
     fenced = serializers.BooleanField(help_text="Whether the instance is fenced now.")
 
 
-FEEDBACK_ANSWER = PolymorphicProxySerializer(
-    component_name="FeedbackAnswer", resource_type_field_name=None, serializers=[FeedbackTaken, UnknownInstance],
-)
+FEEDBACK_ANSWER = or_unknown_instance("FeedbackAnswer", FeedbackTaken)
 
 
 placement_schema = placement_operation(

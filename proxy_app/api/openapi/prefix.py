@@ -2,14 +2,14 @@
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.utils import OpenApiExample, PolymorphicProxySerializer
+from drf_spectacular.utils import OpenApiExample
 from rest_framework import serializers
 
 from controlplane.api.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from controlplane.api.schema.operations import write_operation
 from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.api.openapi import INSTANCES
-from proxy_app.api.openapi.answers import UnknownInstance
+from proxy_app.api.openapi.answers import or_unknown_instance
 from proxy_app.api.serializers import INT64_MAX, INT64_MIN, IntegerListField
 
 ENGINE_LENGTH = 256
@@ -79,10 +79,7 @@ class PrefixBlocksTaken(serializers.Serializer):
                                                 "reset, a lost index): send the whole set with reset.")
 
 
-PREFIX_BLOCKS_ANSWER = PolymorphicProxySerializer(
-    component_name="PrefixBlocksAnswer", resource_type_field_name=None,
-    serializers=[PrefixBlocksTaken, UnknownInstance],
-)
+PREFIX_BLOCKS_ANSWER = or_unknown_instance("PrefixBlocksAnswer", PrefixBlocksTaken)
 
 
 prefix_blocks_schema = write_operation(

@@ -1,7 +1,7 @@
 """``POST /v1/instance/tokenizer`` and ``PUT /v1/instance/tokenizer/{sha256}`` (SPEC 16.2) as OpenAPI."""
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 from rest_framework import serializers
 
 from controlplane.api.fields import StrictCharField
@@ -9,7 +9,7 @@ from controlplane.api.schema.errors import NOT_FOUND
 from controlplane.api.schema.operations import write_operation
 from controlplane.endpoints.models import NAME_LENGTH
 from proxy_app.api.openapi import INSTANCES
-from proxy_app.api.openapi.answers import UnknownInstance
+from proxy_app.api.openapi.answers import or_unknown_instance
 from proxy_app.tokenizers.files import MAX_FILE_BYTES, NAMES, is_digest
 
 MODEL_LENGTH = 255
@@ -73,10 +73,7 @@ class TokenizerFileStored(serializers.Serializer):
     ok = serializers.BooleanField(help_text="true: the file is stored (now, or already).")
 
 
-TOKENIZER_OFFER_ANSWER = PolymorphicProxySerializer(
-    component_name="TokenizerOfferAnswer", resource_type_field_name=None,
-    serializers=[TokenizerMissing, UnknownInstance],
-)
+TOKENIZER_OFFER_ANSWER = or_unknown_instance("TokenizerOfferAnswer", TokenizerMissing)
 
 tokenizer_offer_schema = write_operation(
     "instance_tokenizer_offer", "Offer a model's tokenizer files", (
