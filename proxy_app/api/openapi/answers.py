@@ -67,7 +67,10 @@ def or_unknown_instance(component_name, *taken):
                                       serializers=[*taken, UnknownInstance])
 
 
-HEARTBEAT_ANSWER = or_unknown_instance("InstanceHeartbeatAnswer", OkBody, CapabilityFingerprintRejected)
+HEARTBEAT_ANSWER = PolymorphicProxySerializer(
+    component_name="InstanceHeartbeatAnswer", resource_type_field_name=None,
+    serializers=[OkBody, UnknownInstance, CapabilityFingerprintRejected],
+)
 SNAPSHOT_ANSWER = or_unknown_instance("SnapshotAnswer", SnapshotAccepted)
 
 
