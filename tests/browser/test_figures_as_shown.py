@@ -73,7 +73,7 @@ def test_a_load_against_a_capacity_nobody_configured_says_so(fleet, browser):
     assert "%" not in note.inner_text()
     page.goto(f"/fleet/proxies/{fleet.proxy_id}/")  # the same pool, as the scheduler received it
     expect(page.locator("[data-testid=pool-load-note]")).to_contain_text("capacity not configured")
-    expect(page.locator("[data-testid=declared-max-capacity]")).to_have_text("not configured (its default, 8)")
+    expect(page.locator("[data-testid=declared-max-capacity]")).to_have_text("not declared")  # nothing configured: the link declares no capacity
     expect(page.locator("[data-testid=declared-kv-mem]")).to_have_text("not declared")
     expect(page.locator("[data-testid=declared-instance-count]")).to_contain_text("alive now")
 

@@ -81,7 +81,10 @@ def test_chats_through_nginx_land_on_the_engine_holding_their_prefix_and_it_reus
         "FLEETWATCH_ROUTE_SHARE": "1", "FLEETWATCH_INSTANCE_TTL_S": "3600",
         # The route listener at the web server's priority: beside a decoding engine on two shared cores, a
         # niced one waits seconds for its turn (its admission control is another issue's).
-        "FLEETWATCH_ROUTE_NICE": "0"}).start()
+        "FLEETWATCH_ROUTE_NICE": "0",
+        # Both instances' signals count as fresh however busy the two cores get: a report of the real engine's
+        # agent arriving late would leave only the idle one fresh, and this test is about prefix against load.
+        "FLEETWATCH_PLACEMENT_MAX_AGE_S": "30"}).start()
     agent = agents(server, "vllm-gateway", args=[
         "--engine-url", vllm_server.url, "--engine-timeout-ms", "3000",
         "--engine-kv-events", vllm_server.kv_events_endpoint, "--prefix-block-tokens", block])
@@ -97,7 +100,9 @@ def test_chats_through_nginx_land_on_the_engine_holding_their_prefix_and_it_reus
                           json={"instance_id": "idle", "snapshot": snapshot})
 
     def placed(body):
-        answer = requests.post(server.route_url + "/v1/placement", json=body, timeout=30)
+        # Asked on the web port: a placement counts as pending on its first candidate in the process that
+        # answered it, and these questions must not weigh on the route listener's answers to nginx.
+        answer = requests.post(server.url + "/v1/placement", json=body, timeout=30)
         assert answer.status_code == 200, answer.text
         return answer.json()
 
